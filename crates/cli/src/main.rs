@@ -1,0 +1,50 @@
+//! `uzswap`: the command-line front end of the uzswap workspace.
+//!
+//! Each subcommand lives in its own module under `cmd/`, owning its clap `Args` struct and a
+//! `run(args) -> anyhow::Result<()>`; this file only wires them together.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+
+/// uzswap: the Linux kernel's compressed swap cache (zswap) and its allocator (zsmalloc),
+/// in user space.
+///
+/// Start with `uzswap bench` (store, load and verify real memory through the cache, next to the
+/// kernel's zram where it can) or `uzswap classes` (the allocator's size-class table).
+#[derive(Parser)]
+#[command(name = "uzswap", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Store, load and verify real memory through the cache; compare with the raw codec and
+    /// the kernel's zram in the same run.
+    Bench(cmd::bench::Args),
+    /// Print the zsmalloc size-class table of an empty pool (kernel debugfs layout or JSON).
+    Classes(cmd::classes::Args),
+    /// Save a live process's private writable anonymous memory as a page file.
+    Capture(cmd::capture::Args),
+    /// Predict zram mm_stat and zswap pool size for real pages, per compressor and chain size.
+    Estimate(cmd::estimate::Args),
+    /// Print the live kernel's zswap debugfs, vmstat swap and zram mm_stat counters.
+    KernelStats(cmd::kernel_stats::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Bench(args) => cmd::bench::run(args),
+        Command::Classes(args) => cmd::classes::run(args),
+        Command::Capture(args) => cmd::capture::run(args),
+        Command::Estimate(args) => cmd::estimate::run(args),
+        Command::KernelStats(args) => cmd::kernel_stats::run(args),
+    };
+    if let Err(err) = result {
+        eprintln!("uzswap: error: {err:#}");
+        std::process::exit(1);
+    }
+}

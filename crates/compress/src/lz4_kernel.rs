@@ -1,0 +1,278 @@
+//! A Rust LZ4 block compressor that reproduces the Linux kernel's `lib/lz4` output byte for byte.
+//!
+//! The kernel's LZ4 is an import of LZ4 1.7.x. liblz4 1.10 produces the same bytes on ~96 % of
+//! pages; the rest come out 1-4 bytes smaller in liblz4 because of one rule: the kernel stops
+//! looking for a new match as soon as the *next* probe position would pass `iend - MFLIMIT`
+//! (`forwardIp > mflimit`), whereas LZ4 >= 1.9 allows a probe at `mflimit + 1` and so can
+//! still find a short match at `iend - 12` that the kernel leaves as literals.
+//! `tests/kernel_sizes.rs` checks the per-page size against zram's lz4.
+//!
+//! The remaining choices are the 1.7-era ones both versions share: a 4 KiB-entry-per-table
+//! (LZ4_MEMORY_USAGE 14) hash of 4 bytes with 13 bits for inputs below 64 KiB + 11 ("byU16"),
+//! a 5-byte hash with 12 bits and a 64 KiB distance limit above that, acceleration 1 (the skip
+//! step grows every 64 failed probes), backward "catch up" of a found match, and an immediate
+//! re-probe at the end of every match.
+//!
+//! Safe Rust throughout; the output is a standard LZ4 block (any LZ4 decoder reads it). This is
+//! slower than liblz4 (see docs/benchmarks/compress.md), so [`crate::compress`] keeps liblz4
+//! and the estimator uses [`crate::compress_kernel_exact`].
+
+use crate::Error;
+
+const MINMATCH: usize = 4;
+const MFLIMIT: usize = 12;
+const LASTLITERALS: usize = 5;
+const ML_MASK: usize = 15;
+const RUN_MASK: usize = 15;
+const ML_BITS: u32 = 4;
+const MIN_LENGTH: usize = MFLIMIT + 1;
+/// Inputs shorter than this use 16-bit positions and the 13-bit 4-byte hash.
+const LIMIT_64K: usize = 64 * 1024 + (MFLIMIT - 1);
+const SKIP_TRIGGER: u32 = 6;
+const MAX_DISTANCE: usize = 65535;
+/// LZ4_MEMORY_USAGE 14: 16 KiB of table, i.e. 2^12 u32 or 2^13 u16 entries.
+const HASH_LOG: u32 = 12;
+pub(crate) const TABLE_LEN: usize = 1 << (HASH_LOG + 1);
+
+/// Little-endian u32 at `s[i..i + 4]`, unchecked (debug builds assert): the probe loop's
+/// `forward_ip <= mflimit` test proves every load in it.
+///
+/// # Safety
+/// `i + 4 <= s.len()`.
+#[inline(always)]
+unsafe fn read32(s: &[u8], i: usize) -> u32 {
+    debug_assert!(i + 4 <= s.len());
+    // SAFETY: guaranteed by the caller; explicitly unaligned.
+    unsafe { u32::from_le(s.as_ptr().add(i).cast::<u32>().read_unaligned()) }
+}
+
+/// The table slot of position `i`.
+///
+/// # Safety
+/// `i + 8 <= s.len()` (the 5-byte hash of large inputs loads 8 bytes).
+#[inline(always)]
+unsafe fn hash(s: &[u8], i: usize, small: bool) -> usize {
+    debug_assert!(i + 8 <= s.len());
+    if small {
+        // SAFETY: i + 4 <= i + 8 <= s.len().
+        let v = unsafe { read32(s, i) };
+        (v.wrapping_mul(2_654_435_761) >> (32 - (HASH_LOG + 1))) as usize
+    } else {
+        // SAFETY: guaranteed by the caller; explicitly unaligned.
+        let seq = u64::from_le(unsafe { s.as_ptr().add(i).cast::<u64>().read_unaligned() });
+        ((seq << 24).wrapping_mul(889_523_592_379) >> (64 - HASH_LOG)) as usize
+    }
+}
+
+/// Number of equal bytes at `a` and `b` (b < a), not counting past `limit` on the `a` side.
+#[inline(always)]
+fn count(s: &[u8], mut a: usize, mut b: usize, limit: usize) -> usize {
+    let start = a;
+    while a + 8 <= limit {
+        let x = u64::from_le_bytes(s[a..a + 8].try_into().unwrap())
+            ^ u64::from_le_bytes(s[b..b + 8].try_into().unwrap());
+        if x != 0 {
+            return a - start + (x.trailing_zeros() / 8) as usize;
+        }
+        a += 8;
+        b += 8;
+    }
+    while a < limit && s[a] == s[b] {
+        a += 1;
+        b += 1;
+    }
+    a - start
+}
+
+/// Copies `n` literals; 16 bytes at a time (past the end, overwritten later) while both sides
+/// have room, the tail exactly.
+#[inline(always)]
+fn copy_literals(dst: &mut [u8], op: usize, src: &[u8], from: usize, n: usize) {
+    let (mut f, mut o, end) = (from, op, from + n);
+    while f < end && f + 16 <= src.len() && o + 16 <= dst.len() {
+        dst[o..o + 16].copy_from_slice(&src[f..f + 16]);
+        f += 16;
+        o += 16;
+    }
+    if f < end {
+        dst[o..o + (end - f)].copy_from_slice(&src[f..end]);
+    }
+}
+
+/// Appends a length beyond the 4 bits of the token: 255s, then the remainder.
+#[inline(always)]
+fn push_len(dst: &mut [u8], op: &mut usize, mut n: usize) {
+    while n >= 255 {
+        dst[*op] = 255;
+        *op += 1;
+        n -= 255;
+    }
+    dst[*op] = n as u8;
+    *op += 1;
+}
+
+/// `LZ4_compressBound`.
+pub(crate) fn bound(src_len: usize) -> usize {
+    src_len + src_len / 255 + 16
+}
+
+/// Compresses `src` as the kernel's `LZ4_compress_default` does. `dst` must hold
+/// [`bound(src.len())`](bound) bytes; `table` is scratch (cleared here).
+pub(crate) fn compress_exact(src: &[u8], dst: &mut [u8], table: &mut [u32; TABLE_LEN]) -> usize {
+    assert!(dst.len() >= bound(src.len()));
+    table.fill(0);
+    let n = src.len();
+    let small = n < LIMIT_64K;
+    let mut op = 0usize;
+    let mut anchor = 0usize;
+
+    if n >= MIN_LENGTH {
+        let mflimit = n - MFLIMIT;
+        let matchlimit = n - LASTLITERALS;
+        // SAFETY (every hash/read32 below): positions hashed or compared are <= mflimit =
+        // n - 12, so 8 bytes from them are inside `src`; match candidates are earlier positions.
+        table[unsafe { hash(src, 0, small) }] = 0;
+        let mut ip = 1usize;
+        // SAFETY: see above.
+        let mut forward_h = unsafe { hash(src, ip, small) };
+        'main: loop {
+            // Probe forward until 4 bytes match, skipping faster after many misses.
+            let mut forward_ip = ip;
+            let mut step = 1usize;
+            let mut search_nb = 1u32 << SKIP_TRIGGER;
+            let mut m;
+            loop {
+                let h = forward_h;
+                ip = forward_ip;
+                forward_ip += step;
+                step = (search_nb >> SKIP_TRIGGER) as usize;
+                search_nb += 1;
+                if forward_ip > mflimit {
+                    break 'main;
+                }
+                m = table[h] as usize;
+                // SAFETY: forward_ip <= mflimit (tested just above).
+                forward_h = unsafe { hash(src, forward_ip, small) };
+                table[h] = ip as u32;
+                if !small && m + MAX_DISTANCE < ip {
+                    continue;
+                }
+                // SAFETY: m < ip < forward_ip <= mflimit.
+                if unsafe { read32(src, m) == read32(src, ip) } {
+                    break;
+                }
+            }
+            // Extend the match backwards over pending literals.
+            while ip > anchor && m > 0 && src[ip - 1] == src[m - 1] {
+                ip -= 1;
+                m -= 1;
+            }
+            let lit = ip - anchor;
+            let mut token = op;
+            op += 1;
+            if lit >= RUN_MASK {
+                dst[token] = (RUN_MASK << ML_BITS) as u8;
+                push_len(dst, &mut op, lit - RUN_MASK);
+            } else {
+                dst[token] = (lit << ML_BITS) as u8;
+            }
+            copy_literals(dst, op, src, anchor, lit);
+            op += lit;
+
+            loop {
+                // Offset, then match length.
+                dst[op..op + 2].copy_from_slice(&((ip - m) as u16).to_le_bytes());
+                op += 2;
+                let mc = count(src, ip + MINMATCH, m + MINMATCH, matchlimit);
+                ip += MINMATCH + mc;
+                if mc >= ML_MASK {
+                    dst[token] += ML_MASK as u8;
+                    push_len(dst, &mut op, mc - ML_MASK);
+                } else {
+                    dst[token] += mc as u8;
+                }
+                anchor = ip;
+                if ip > mflimit {
+                    break 'main;
+                }
+                // SAFETY: ip <= mflimit here (tested just above).
+                table[unsafe { hash(src, ip - 2, small) }] = (ip - 2) as u32;
+                // Immediate re-probe at the match end: a hit starts a match with no literals.
+                // SAFETY: as above.
+                let h = unsafe { hash(src, ip, small) };
+                m = table[h] as usize;
+                table[h] = ip as u32;
+                // SAFETY: m < ip <= mflimit.
+                if (small || m + MAX_DISTANCE >= ip) && unsafe { read32(src, m) == read32(src, ip) }
+                {
+                    token = op;
+                    dst[token] = 0;
+                    op += 1;
+                    continue;
+                }
+                break;
+            }
+            ip += 1;
+            // SAFETY: the last match ended at ip - 1 <= mflimit, and ip <= mflimit + 1 means
+            // ip + 8 <= n - 3.
+            forward_h = unsafe { hash(src, ip, small) };
+        }
+    }
+
+    let last = n - anchor;
+    if last >= RUN_MASK {
+        dst[op] = (RUN_MASK << ML_BITS) as u8;
+        op += 1;
+        push_len(dst, &mut op, last - RUN_MASK);
+    } else {
+        dst[op] = (last << ML_BITS) as u8;
+        op += 1;
+    }
+    dst[op..op + last].copy_from_slice(&src[anchor..]);
+    op + last
+}
+
+/// [`compress_exact`] with a caller-sized destination (scratch copy when it is below the bound).
+pub(crate) fn compress(
+    src: &[u8],
+    dst: &mut [u8],
+    table: &mut [u32; TABLE_LEN],
+    scratch: &mut Vec<u8>,
+) -> Result<usize, Error> {
+    if src.len() > 0x7E00_0000 {
+        return Err(Error::SrcTooLarge(src.len()));
+    }
+    let b = bound(src.len());
+    if dst.len() >= b {
+        return Ok(compress_exact(src, dst, table));
+    }
+    if scratch.len() < b {
+        scratch.resize(b, 0);
+    }
+    let k = compress_exact(src, scratch, table);
+    match dst.get_mut(..k) {
+        Some(d) => {
+            d.copy_from_slice(&scratch[..k]);
+            Ok(k)
+        }
+        None => Err(Error::DstTooSmall {
+            available: dst.len(),
+        }),
+    }
+}
+
+/// Per-thread hash table and scratch output.
+type State = (Box<[u32; TABLE_LEN]>, Vec<u8>);
+
+thread_local! {
+    static STATE: std::cell::RefCell<Option<State>> = const { std::cell::RefCell::new(None) };
+}
+
+/// [`compress`] with this thread's table.
+pub(crate) fn compress_tls(src: &[u8], dst: &mut [u8]) -> Result<usize, Error> {
+    crate::tls::with_cached(
+        &STATE,
+        || Ok((Box::new([0u32; TABLE_LEN]), Vec::new())),
+        |(table, scratch)| compress(src, dst, table, scratch),
+    )
+}

@@ -1,0 +1,107 @@
+//! Pool statistics and the kernel's debugfs `classes` table layout.
+
+use std::fmt;
+
+use crate::pool::NR_FULLNESS_GROUPS;
+
+/// One row of the kernel's `/sys/kernel/debug/zsmalloc/<pool>/classes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassStats {
+    /// Kernel class index.
+    pub index: usize,
+    /// Slot size in bytes.
+    pub size: usize,
+    /// Zspages per fullness group: `[0]` empty, `[1]`..`[10]` the 10% .. 99% buckets,
+    /// `[11]` full. The kernel's table prints `[1]..=[11]`.
+    pub fullness: [usize; NR_FULLNESS_GROUPS],
+    /// Slots in the class's zspages.
+    pub obj_allocated: usize,
+    /// Slots holding live objects.
+    pub obj_used: usize,
+    /// `obj_allocated / objs_per_zspage * pages_per_zspage`.
+    pub pages_used: usize,
+    /// Pages per zspage.
+    pub pages_per_zspage: usize,
+    /// Objects per zspage (not a kernel column; kept for callers).
+    pub objs_per_zspage: usize,
+    /// Pages compaction could free (`zs_can_compact`).
+    pub freeable: usize,
+    /// Huge class (one object per page, no header).
+    pub huge: bool,
+}
+
+/// Per-class rows plus pool totals.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolStats {
+    /// One row per unique class, ascending size.
+    pub classes: Vec<ClassStats>,
+    /// Pages held by the pool (`zs_get_total_pages`).
+    pub total_pages: usize,
+    /// Pages freed by compaction so far.
+    pub pages_compacted: u64,
+}
+
+impl PoolStats {
+    /// Sum of `obj_used` over all classes.
+    pub fn obj_used(&self) -> usize {
+        self.classes.iter().map(|c| c.obj_used).sum()
+    }
+
+    /// Sum of `obj_allocated` over all classes.
+    pub fn obj_allocated(&self) -> usize {
+        self.classes.iter().map(|c| c.obj_allocated).sum()
+    }
+
+    /// The table in the layout of the kernel's `zs_stats_size_show` (v6.4+ columns).
+    pub fn kernel_table(&self) -> String {
+        self.to_string()
+    }
+}
+
+const GROUP_HEADERS: [&str; NR_FULLNESS_GROUPS - 1] = [
+    "10%", "20%", "30%", "40%", "50%", "60%", "70%", "80%", "90%", "99%", "100%",
+];
+
+impl fmt::Display for PoolStats {
+    /// Same column widths as the kernel: ` %5s %5s` + eleven `%9s` + ` %13s %10s %10s %16s %8s`,
+    /// rows for each real class, a blank line and a `Total` row.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, " {:>5} {:>5}", "class", "size")?;
+        for h in GROUP_HEADERS {
+            write!(f, " {h:>9}")?;
+        }
+        writeln!(
+            f,
+            " {:>13} {:>10} {:>10} {:>16} {:>8}",
+            "obj_allocated", "obj_used", "pages_used", "pages_per_zspage", "freeable"
+        )?;
+        let mut totals = [0usize; NR_FULLNESS_GROUPS];
+        let (mut objs, mut used, mut pages, mut freeable) = (0, 0, 0, 0);
+        for c in &self.classes {
+            write!(f, " {:>5} {:>5} ", c.index, c.size)?;
+            for (fg, t) in totals.iter_mut().enumerate().skip(1) {
+                *t += c.fullness[fg];
+                write!(f, "{:>9} ", c.fullness[fg])?;
+            }
+            writeln!(
+                f,
+                "{:>13} {:>10} {:>10} {:>16} {:>8}",
+                c.obj_allocated, c.obj_used, c.pages_used, c.pages_per_zspage, c.freeable
+            )?;
+            objs += c.obj_allocated;
+            used += c.obj_used;
+            pages += c.pages_used;
+            freeable += c.freeable;
+        }
+        writeln!(f)?;
+        write!(f, " {:>5} {:>5} ", "Total", "")?;
+        for t in totals.iter().skip(1) {
+            write!(f, "{t:>9} ")?;
+        }
+        writeln!(
+            f,
+            "{:>13} {:>10} {:>10} {:>16} {:>8}",
+            objs, used, pages, "", freeable
+        )
+    }
+}

@@ -1,0 +1,318 @@
+//! Cgroups: the hierarchy, per-cgroup limits and counters, and the per-(cgroup, node) LRU lists.
+//!
+//! Cgroup records live in fixed chunks that are allocated on demand and never freed, so a
+//! `&Cgroup` can be handed out without a lock; ids are never reused. A removed cgroup goes
+//! offline: its parent *absorbs* its LRU lists (the shrinker walking the parent walks them too,
+//! as list_lru reparenting does) and its entries keep their charge, which was made
+//! hierarchically and so is already included in every ancestor.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+use crossbeam_utils::CachePadded;
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::lru::LruList;
+use crate::stats::{CgroupCounters, Striped, C, NR_CGROUP};
+use crate::{Error, PAGE_SIZE};
+
+/// A cgroup id. `CgroupId::ROOT` always exists.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord, Serialize)]
+pub struct CgroupId(pub u32);
+
+impl CgroupId {
+    pub const ROOT: CgroupId = CgroupId(0);
+}
+
+const CHUNK: usize = 64;
+const NR_CHUNKS: usize = 256;
+/// Most cgroups a cache can ever create (ids are not reused).
+pub const MAX_CGROUPS: usize = CHUNK * NR_CHUNKS;
+const NO_PARENT: u32 = u32::MAX;
+const UNUSED: u8 = 0;
+const ONLINE: u8 = 1;
+const OFFLINE: u8 = 2;
+
+pub(crate) struct Cgroup {
+    state: AtomicU8,
+    parent: AtomicU32,
+    /// memory.zswap.max in bytes; u64::MAX = "max".
+    max_bytes: AtomicU64,
+    /// memory.zswap.writeback (this level only; the effective value is hierarchical).
+    writeback: AtomicBool,
+    pub(crate) stats: Striped<NR_CGROUP>,
+    /// One list per NUMA node.
+    pub(crate) lists: Box<[CachePadded<Mutex<LruList>>]>,
+    /// Disk swap-ins not yet consumed by the shrinker's count (second-chance policy), per node.
+    pub(crate) disk_swapins: Box<[AtomicU64]>,
+    /// Offline descendants whose lists this cgroup walks.
+    pub(crate) absorbed: Mutex<Vec<u32>>,
+}
+
+impl Cgroup {
+    fn new(nodes: usize) -> Cgroup {
+        Cgroup {
+            state: AtomicU8::new(UNUSED),
+            parent: AtomicU32::new(NO_PARENT),
+            max_bytes: AtomicU64::new(u64::MAX),
+            writeback: AtomicBool::new(true),
+            stats: Striped::new(),
+            lists: (0..nodes)
+                .map(|_| CachePadded::new(Mutex::new(LruList::default())))
+                .collect(),
+            disk_swapins: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
+            absorbed: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub(crate) fn is_online(&self) -> bool {
+        self.state.load(Relaxed) == ONLINE
+    }
+
+    pub(crate) fn parent(&self) -> Option<u32> {
+        let p = self.parent.load(Relaxed);
+        (p != NO_PARENT).then_some(p)
+    }
+}
+
+pub(crate) struct Cgroups {
+    chunks: Box<[OnceLock<Box<[Cgroup]>>]>,
+    nodes: usize,
+    /// Serialises creation and removal (not on any hot path).
+    admin: Mutex<u32>,
+    /// The shrink worker's round-robin cursor (`zswap_next_shrink`): last id visited.
+    pub(crate) cursor: Mutex<Option<u32>>,
+}
+
+impl Cgroups {
+    pub(crate) fn new(nodes: usize) -> Cgroups {
+        let cg = Cgroups {
+            chunks: (0..NR_CHUNKS).map(|_| OnceLock::new()).collect(),
+            nodes,
+            admin: Mutex::new(1),
+            cursor: Mutex::new(None),
+        };
+        let root = cg.slot(0).expect("chunk 0 exists");
+        root.state.store(ONLINE, Relaxed);
+        cg
+    }
+
+    fn slot(&self, id: u32) -> Option<&Cgroup> {
+        let (c, i) = (id as usize / CHUNK, id as usize % CHUNK);
+        let chunk = self.chunks.get(c)?;
+        Some(&chunk.get_or_init(|| (0..CHUNK).map(|_| Cgroup::new(self.nodes)).collect())[i])
+    }
+
+    /// Any cgroup that was ever created (online or offline).
+    #[inline]
+    pub(crate) fn get(&self, id: u32) -> Option<&Cgroup> {
+        let (c, i) = (id as usize / CHUNK, id as usize % CHUNK);
+        let cg = &self.chunks.get(c)?.get()?[i];
+        (cg.state.load(Relaxed) != UNUSED).then_some(cg)
+    }
+
+    /// Number of ids handed out so far (upper bound for walks).
+    pub(crate) fn id_limit(&self) -> u32 {
+        *self.admin.lock()
+    }
+
+    pub(crate) fn create(&self, parent: CgroupId) -> Result<CgroupId, Error> {
+        let mut next = self.admin.lock();
+        match self.get(parent.0) {
+            Some(p) if p.is_online() => {}
+            _ => return Err(Error::NoSuchCgroup(parent.0)),
+        }
+        if *next as usize >= MAX_CGROUPS {
+            return Err(Error::TooManyCgroups);
+        }
+        let id = *next;
+        let cg = self.slot(id).ok_or(Error::TooManyCgroups)?;
+        cg.parent.store(parent.0, Relaxed);
+        // memory.zswap.writeback starts as the parent's value (the hierarchy also applies).
+        cg.writeback.store(
+            self.get(parent.0)
+                .is_some_and(|p| p.writeback.load(Relaxed)),
+            Relaxed,
+        );
+        cg.state.store(ONLINE, Relaxed);
+        *next += 1;
+        Ok(CgroupId(id))
+    }
+
+    /// Take a cgroup offline; its parent absorbs its LRU lists. The root can't be removed, nor a
+    /// cgroup with online children (as rmdir refuses).
+    pub(crate) fn remove(&self, id: CgroupId) -> Result<(), Error> {
+        let next = self.admin.lock();
+        if id == CgroupId::ROOT {
+            return Err(Error::InvalidParam(
+                "the root cgroup can't be removed".into(),
+            ));
+        }
+        let cg = match self.get(id.0) {
+            Some(c) if c.is_online() => c,
+            _ => return Err(Error::NoSuchCgroup(id.0)),
+        };
+        for other in 1..*next {
+            if let Some(o) = self.get(other) {
+                if o.is_online() && o.parent() == Some(id.0) {
+                    return Err(Error::CgroupBusy(id.0));
+                }
+            }
+        }
+        let parent_id = cg.parent().unwrap_or(0);
+        let parent = self.get(parent_id).ok_or(Error::NoSuchCgroup(parent_id))?;
+        cg.state.store(OFFLINE, Relaxed);
+        let mut moved = std::mem::take(&mut *cg.absorbed.lock());
+        moved.push(id.0);
+        parent.absorbed.lock().extend(moved);
+        // The worker's cursor must not stay on an offline cgroup.
+        let mut cur = self.cursor.lock();
+        if *cur == Some(id.0) {
+            *cur = Some(parent_id);
+        }
+        Ok(())
+    }
+
+    /// The nearest online cgroup at or above `id`.
+    pub(crate) fn resolve(&self, id: u32) -> u32 {
+        let mut cur = id;
+        loop {
+            match self.get(cur) {
+                Some(c) if c.is_online() => return cur,
+                Some(c) => match c.parent() {
+                    Some(p) => cur = p,
+                    None => return 0,
+                },
+                None => return 0,
+            }
+        }
+    }
+
+    /// Apply `f` to `id` and every ancestor.
+    #[inline]
+    pub(crate) fn for_each_ancestor(&self, id: u32, mut f: impl FnMut(&Cgroup)) {
+        let mut cur = Some(id);
+        while let Some(i) = cur {
+            let Some(c) = self.get(i) else { return };
+            f(c);
+            cur = c.parent();
+        }
+    }
+
+    pub(crate) fn charge(&self, id: u32, bytes: u64) {
+        self.for_each_ancestor(id, |c| {
+            c.stats.add(C::ZswapBytes as usize, bytes);
+            c.stats.add(C::Zswapped as usize, 1);
+        });
+    }
+
+    pub(crate) fn uncharge(&self, id: u32, bytes: u64) {
+        self.for_each_ancestor(id, |c| {
+            c.stats.sub(C::ZswapBytes as usize, bytes);
+            c.stats.sub(C::Zswapped as usize, 1);
+        });
+    }
+
+    pub(crate) fn event(&self, id: u32, which: C) {
+        self.for_each_ancestor(id, |c| c.stats.add(which as usize, 1));
+    }
+
+    /// `mem_cgroup_may_zswap`: false if this cgroup or an ancestor is at its zswap.max.
+    /// Returns the first cgroup over its limit.
+    pub(crate) fn over_limit(&self, id: u32) -> Option<u32> {
+        let mut cur = Some(id);
+        while let Some(i) = cur {
+            let c = self.get(i)?;
+            let max = c.max_bytes.load(Relaxed);
+            if max != u64::MAX {
+                let used = c.stats.gauge(C::ZswapBytes as usize);
+                if max == 0 || used / PAGE_SIZE as u64 >= max / PAGE_SIZE as u64 {
+                    return Some(i);
+                }
+            }
+            cur = c.parent();
+        }
+        None
+    }
+
+    /// memory.zswap.writeback, hierarchical: disabled if any online ancestor disabled it.
+    pub(crate) fn writeback_enabled(&self, id: u32) -> bool {
+        let mut ok = true;
+        self.for_each_ancestor(self.resolve(id), |c| ok &= c.writeback.load(Relaxed));
+        ok
+    }
+
+    pub(crate) fn set_max(&self, id: CgroupId, max: Option<u64>) -> Result<(), Error> {
+        match self.get(id.0) {
+            Some(c) if c.is_online() => {
+                c.max_bytes.store(max.unwrap_or(u64::MAX), Relaxed);
+                Ok(())
+            }
+            _ => Err(Error::NoSuchCgroup(id.0)),
+        }
+    }
+
+    pub(crate) fn set_writeback(&self, id: CgroupId, on: bool) -> Result<(), Error> {
+        match self.get(id.0) {
+            Some(c) if c.is_online() => {
+                c.writeback.store(on, Relaxed);
+                Ok(())
+            }
+            _ => Err(Error::NoSuchCgroup(id.0)),
+        }
+    }
+
+    /// Next online cgroup after the cursor, like `mem_cgroup_iter`: `None` once a full walk ends
+    /// (the next call starts over).
+    pub(crate) fn iter_next(&self) -> Option<u32> {
+        let limit = self.id_limit();
+        let mut cur = self.cursor.lock();
+        let mut i = match *cur {
+            None => 0,
+            Some(c) => c + 1,
+        };
+        while i < limit {
+            if self.get(i).is_some_and(Cgroup::is_online) {
+                *cur = Some(i);
+                return Some(i);
+            }
+            i += 1;
+        }
+        *cur = None;
+        None
+    }
+
+    /// The lists `owner` walks: its own, then those of the offline cgroups it absorbed.
+    pub(crate) fn walk_ids(&self, owner: u32) -> Vec<u32> {
+        let mut v = vec![owner];
+        if let Some(c) = self.get(owner) {
+            v.extend(c.absorbed.lock().iter().copied());
+        }
+        v
+    }
+
+    pub(crate) fn snapshot(&self) -> Vec<CgroupCounters> {
+        let limit = self.id_limit();
+        (0..limit)
+            .filter_map(|i| {
+                let c = self.get(i)?;
+                if !c.is_online() {
+                    return None;
+                }
+                let max = c.max_bytes.load(Relaxed);
+                Some(CgroupCounters {
+                    id: i,
+                    parent: c.parent(),
+                    zswap: c.stats.gauge(C::ZswapBytes as usize),
+                    zswapped: c.stats.gauge(C::Zswapped as usize) * PAGE_SIZE as u64,
+                    zswpin: c.stats.sum(C::Zswpin as usize),
+                    zswpout: c.stats.sum(C::Zswpout as usize),
+                    zswpwb: c.stats.sum(C::Zswpwb as usize),
+                    zswap_max: (max != u64::MAX).then_some(max),
+                    zswap_writeback: c.writeback.load(Relaxed),
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,290 @@
+//! The slot index: per swap area, a table of compact slot words indexed by offset, split into
+//! shards of `SHARD_SLOTS` slots, each under its own mutex.
+//!
+//! A slot word (u32) is the typed value of one swap slot:
+//!
+//! ```text
+//!  31 30        29       28       27 ........................ 0
+//!  -- WRITEBACK LOADING  ON_DISK  value: 0 = empty, 1 = zero page, n >= 2 = entry n - 2
+//! ```
+//!
+//! `SlotValue` is the only way the rest of the crate sees a word's value, and zero pages exist
+//! only as `SlotValue::Zero`: no entry, no allocation, one word (seed 002). Entries (24 bytes)
+//! live in a per-shard slab whose free list is threaded through the free entries.
+//!
+//! `LOADING` / `WRITEBACK` mark a slot "in flight" (the kernel's locked swap-cache folio): the
+//! load or writeback that set the bit owns the slot until it clears it, with the shard lock
+//! dropped in between; every other operation on that slot waits on the shard's condvar.
+//! `ON_DISK` says the swap file block holds this slot's content (written back or swapped out).
+
+use crossbeam_utils::CachePadded;
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+pub(crate) const SHARD_SHIFT: u32 = 12;
+pub(crate) const SHARD_SLOTS: usize = 1 << SHARD_SHIFT;
+
+const VALUE_MASK: u32 = (1 << 28) - 1;
+const ON_DISK: u32 = 1 << 28;
+const LOADING: u32 = 1 << 29;
+const WRITEBACK: u32 = 1 << 30;
+const MAX_ENTRIES: u32 = VALUE_MASK - 2;
+const FREE_END: u32 = u32::MAX;
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum SlotValue {
+    Empty,
+    /// A zero-filled page: no entry, no pool memory.
+    Zero,
+    /// Index into the shard's entry slab.
+    Entry(u32),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct SlotWord(u32);
+
+impl SlotWord {
+    pub(crate) const EMPTY: SlotWord = SlotWord(0);
+
+    pub(crate) fn value(self) -> SlotValue {
+        match self.0 & VALUE_MASK {
+            0 => SlotValue::Empty,
+            1 => SlotValue::Zero,
+            n => SlotValue::Entry(n - 2),
+        }
+    }
+    pub(crate) fn with_value(self, v: SlotValue) -> SlotWord {
+        let bits = match v {
+            SlotValue::Empty => 0,
+            SlotValue::Zero => 1,
+            SlotValue::Entry(i) => i + 2,
+        };
+        SlotWord((self.0 & !VALUE_MASK) | bits)
+    }
+    pub(crate) fn on_disk(self) -> bool {
+        self.0 & ON_DISK != 0
+    }
+    pub(crate) fn with_on_disk(self, on: bool) -> SlotWord {
+        SlotWord(if on {
+            self.0 | ON_DISK
+        } else {
+            self.0 & !ON_DISK
+        })
+    }
+    pub(crate) fn loading(self) -> bool {
+        self.0 & LOADING != 0
+    }
+    pub(crate) fn busy(self) -> bool {
+        self.0 & (LOADING | WRITEBACK) != 0
+    }
+    pub(crate) fn with_loading(self) -> SlotWord {
+        SlotWord(self.0 | LOADING)
+    }
+    pub(crate) fn with_writeback(self) -> SlotWord {
+        SlotWord(self.0 | WRITEBACK)
+    }
+    #[cfg(test)]
+    pub(crate) fn idle(self) -> SlotWord {
+        SlotWord(self.0 & !(LOADING | WRITEBACK))
+    }
+}
+
+/// One stored compressed page. 24 bytes; the kernel's zswap_entry is 56 plus its xarray slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Entry {
+    /// zsmalloc handle (raw).
+    pub(crate) handle: u64,
+    /// Charged cgroup (may since have gone offline).
+    pub(crate) cgroup: u32,
+    /// Node index in the cgroup's LRU list for `node`; the free-list link while free.
+    pub(crate) lru: u32,
+    /// Pool table index (the entry holds a reference on that pool).
+    pub(crate) pool: u16,
+    /// Compressed length; `PAGE_SIZE` means stored as-is.
+    pub(crate) length: u16,
+    pub(crate) node: u8,
+    /// Second-chance bit.
+    pub(crate) referenced: bool,
+}
+
+#[derive(Default)]
+pub(crate) struct ShardTable {
+    words: Vec<u32>,
+    entries: Vec<Entry>,
+    free: Option<u32>,
+    pub(crate) live: u32,
+    pub(crate) waiters: u32,
+}
+
+impl ShardTable {
+    #[inline]
+    pub(crate) fn word(&self, i: usize) -> SlotWord {
+        self.words.get(i).map_or(SlotWord::EMPTY, |&w| SlotWord(w))
+    }
+
+    /// Set a slot word; allocates the shard's word table on first non-empty use.
+    #[inline]
+    pub(crate) fn set_word(&mut self, i: usize, w: SlotWord) {
+        if self.words.is_empty() {
+            if w == SlotWord::EMPTY {
+                return;
+            }
+            self.words = vec![0; SHARD_SLOTS];
+        }
+        self.words[i] = w.0;
+    }
+
+    #[inline]
+    pub(crate) fn entry(&self, i: u32) -> &Entry {
+        &self.entries[i as usize]
+    }
+
+    #[inline]
+    pub(crate) fn entry_mut(&mut self, i: u32) -> &mut Entry {
+        &mut self.entries[i as usize]
+    }
+
+    /// Place an entry in the slab. `None` if the slab can't grow (reject_kmemcache_fail).
+    pub(crate) fn alloc_entry(&mut self, e: Entry) -> Option<u32> {
+        let i = match self.free {
+            Some(i) => {
+                let next = self.entries[i as usize].lru;
+                self.free = (next != FREE_END).then_some(next);
+                self.entries[i as usize] = e;
+                i
+            }
+            None => {
+                let i = u32::try_from(self.entries.len())
+                    .ok()
+                    .filter(|&i| i < MAX_ENTRIES)?;
+                self.entries.try_reserve(1).ok()?;
+                self.entries.push(e);
+                i
+            }
+        };
+        self.live += 1;
+        Some(i)
+    }
+
+    /// Return an entry's slab cell (the caller already copied what it needs).
+    pub(crate) fn free_entry(&mut self, i: u32) {
+        let e = &mut self.entries[i as usize];
+        e.handle = 0;
+        e.lru = self.free.unwrap_or(FREE_END);
+        self.free = Some(i);
+        self.live -= 1;
+        if self.live == 0 {
+            self.entries = Vec::new();
+            self.free = None;
+        }
+    }
+
+    /// Metadata bytes held: (word table, entry slab).
+    pub(crate) fn heap_bytes(&self) -> (usize, usize) {
+        (
+            self.words.capacity() * 4,
+            self.entries.capacity() * std::mem::size_of::<Entry>(),
+        )
+    }
+}
+
+pub(crate) struct Shard {
+    pub(crate) table: Mutex<ShardTable>,
+    cv: Condvar,
+}
+
+impl Shard {
+    /// Lock the shard and wait until slot `i` is not in flight.
+    #[inline]
+    pub(crate) fn lock_idle(&self, i: usize) -> (MutexGuard<'_, ShardTable>, SlotWord) {
+        let mut t = self.table.lock();
+        loop {
+            let w = t.word(i);
+            if !w.busy() {
+                return (t, w);
+            }
+            t.waiters += 1;
+            self.cv.wait(&mut t);
+            t.waiters -= 1;
+        }
+    }
+
+    /// Wake waiters after clearing an in-flight bit (call with the lock held).
+    #[inline]
+    pub(crate) fn wake(&self, t: &ShardTable) {
+        if t.waiters > 0 {
+            self.cv.notify_all();
+        }
+    }
+}
+
+pub(crate) struct AreaIndex {
+    pub(crate) shards: Box<[CachePadded<Shard>]>,
+    pub(crate) capacity: u64,
+}
+
+impl AreaIndex {
+    pub(crate) fn new(capacity: u64) -> AreaIndex {
+        let n = capacity.div_ceil(SHARD_SLOTS as u64).max(1) as usize;
+        let shards = (0..n)
+            .map(|_| {
+                CachePadded::new(Shard {
+                    table: Mutex::new(ShardTable::default()),
+                    cv: Condvar::new(),
+                })
+            })
+            .collect();
+        AreaIndex { shards, capacity }
+    }
+
+    /// Shard and in-shard index for an offset (`None` if out of range).
+    #[inline]
+    pub(crate) fn locate(&self, offset: u64) -> Option<(&Shard, usize)> {
+        if offset >= self.capacity {
+            return None;
+        }
+        let s = &self.shards[(offset >> SHARD_SHIFT) as usize];
+        Some((s, (offset as usize) & (SHARD_SLOTS - 1)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_word_round_trip() {
+        let w = SlotWord::EMPTY
+            .with_value(SlotValue::Entry(7))
+            .with_on_disk(true);
+        assert_eq!(w.value(), SlotValue::Entry(7));
+        assert!(w.on_disk() && !w.busy());
+        let b = w.with_writeback();
+        assert!(b.busy() && !b.loading());
+        assert_eq!(b.idle(), w);
+        assert_eq!(w.with_value(SlotValue::Zero).value(), SlotValue::Zero);
+        assert!(w.with_value(SlotValue::Empty).on_disk());
+        assert_eq!(std::mem::size_of::<Entry>(), 24);
+    }
+
+    #[test]
+    fn slab_reuses_cells() {
+        let mut t = ShardTable::default();
+        let e = Entry {
+            handle: 1,
+            cgroup: 0,
+            lru: 0,
+            pool: 0,
+            length: 10,
+            node: 0,
+            referenced: true,
+        };
+        let a = t.alloc_entry(e).unwrap();
+        let b = t.alloc_entry(e).unwrap();
+        t.free_entry(a);
+        assert_eq!(t.alloc_entry(e).unwrap(), a);
+        assert_eq!(t.live, 2);
+        t.free_entry(a);
+        t.free_entry(b);
+        assert_eq!(t.live, 0);
+    }
+}

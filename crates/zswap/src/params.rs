@@ -1,0 +1,139 @@
+//! Parameters, with the kernel's names and defaults, plus the seed-variant switches.
+
+use std::str::FromStr;
+
+use serde::Serialize;
+use uzswap_compress::Algorithm;
+
+use crate::Error;
+
+/// How the memory-pressure shrinker protects warm entries (seed 001 and its successor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+pub enum WarmProtection {
+    /// Today's kernel (≈6.12+): a referenced bit per entry gives it a second chance, and disk
+    /// swap-ins are subtracted from the freeable count.
+    #[default]
+    SecondChance,
+    /// Seed 001 (6.8–6.11): estimate the number of warm entries per LRU (`nr_zswap_protected`:
+    /// grows on stores, rotations and disk swap-ins, decays to half when above a quarter of the
+    /// list) and never shrink into that region.
+    ProtectedSize,
+}
+
+impl FromStr for WarmProtection {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "second-chance" => Ok(WarmProtection::SecondChance),
+            "protected-size" => Ok(WarmProtection::ProtectedSize),
+            _ => Err(Error::InvalidParam(format!(
+                "warm protection {s:?}: expected second-chance or protected-size"
+            ))),
+        }
+    }
+}
+
+/// Tunables. `Default` is the kernel's defaults (compressor: lz4, the common distribution
+/// choice; the kernel's Kconfig default is lzo), except `proactive_shrink` (see there).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Params {
+    /// `enabled`: stores are accepted (zero pages are always recorded, as the swap layer does).
+    pub enabled: bool,
+    /// `compressor`: switching at run time creates a new pool.
+    pub compressor: Algorithm,
+    /// `max_pool_percent` (20): the pool may hold this percentage of `total_memory_bytes`.
+    pub max_pool_percent: u32,
+    /// `accept_threshold_percent` (90): after the limit was hit, stores are accepted again once
+    /// the pool is back under this percentage of the limit.
+    pub accept_threshold_percent: u32,
+    /// `shrinker_enabled`: the memory-pressure shrinker may write back (kernel default off).
+    pub shrinker_enabled: bool,
+    /// zsmalloc chain size (pages per zspage, 4..=16); changing it creates a new pool.
+    pub chain_size: usize,
+    /// The memory the percentages refer to (default: MemTotal from /proc/meminfo).
+    pub total_memory_bytes: u64,
+    /// Seed 003 patch 3: shrink in the background from accept threshold + 1% down to the accept
+    /// threshold, and reject only at the hard limit. Never merged in the kernel (`false` gives
+    /// the kernel's hysteresis); on by default here because it measured 16% fewer cache misses
+    /// for an active workload next to a full pool, for twice the writeback of cold pages
+    /// (docs/benchmarks/zswap.md, `examples/policy.rs`).
+    pub proactive_shrink: bool,
+    /// Before ≈6.18 incompressible pages were always rejected; `true` restores that.
+    pub reject_compress_poor: bool,
+    /// Warm-entry protection used by the memory-pressure shrinker.
+    pub warm_protection: WarmProtection,
+    /// A store over a cgroup's zswap.max first writes back one entry of that cgroup
+    /// synchronously (the kernel's behaviour); `false` rejects at once and has the background
+    /// worker write the cgroup's coldest entries back until it is under its limit.
+    pub memcg_limit_sync_writeback: bool,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            enabled: true,
+            compressor: Algorithm::Lz4,
+            max_pool_percent: 20,
+            accept_threshold_percent: 90,
+            shrinker_enabled: false,
+            chain_size: 8,
+            total_memory_bytes: mem_total_bytes().unwrap_or(1 << 30),
+            proactive_shrink: true,
+            reject_compress_poor: false,
+            warm_protection: WarmProtection::SecondChance,
+            memcg_limit_sync_writeback: true,
+        }
+    }
+}
+
+impl Params {
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if self.max_pool_percent > 100 {
+            return Err(Error::InvalidParam(format!(
+                "max_pool_percent {} > 100",
+                self.max_pool_percent
+            )));
+        }
+        if self.accept_threshold_percent > 100 {
+            return Err(Error::InvalidParam(format!(
+                "accept_threshold_percent {} > 100",
+                self.accept_threshold_percent
+            )));
+        }
+        if !(4..=16).contains(&self.chain_size) {
+            return Err(Error::InvalidParam(format!(
+                "chain_size {} not in 4..=16",
+                self.chain_size
+            )));
+        }
+        if self.total_memory_bytes < crate::PAGE_SIZE as u64 {
+            return Err(Error::InvalidParam(
+                "total_memory_bytes must be at least one page".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `max_pool_pages`: the pool's hard limit in pages.
+    pub fn max_pool_pages(&self) -> u64 {
+        self.total_memory_bytes / crate::PAGE_SIZE as u64 * u64::from(self.max_pool_percent) / 100
+    }
+
+    /// `zswap_accept_thr_pages`.
+    pub fn accept_threshold_pages(&self) -> u64 {
+        self.max_pool_pages() * u64::from(self.accept_threshold_percent) / 100
+    }
+
+    /// Where proactive shrinking starts: accept threshold + 1% of the limit (seed 003).
+    pub fn proactive_start_pages(&self) -> u64 {
+        self.max_pool_pages() * u64::from((self.accept_threshold_percent + 1).min(100)) / 100
+    }
+}
+
+/// MemTotal from /proc/meminfo, in bytes.
+pub fn mem_total_bytes() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}

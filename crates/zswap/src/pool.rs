@@ -1,0 +1,216 @@
+//! Compressor pools: one zsmalloc pool per (compressor, chain size), the current one receiving
+//! new stores, old ones serving their entries until the last goes (seed 000, kernel §2.12).
+//!
+//! Lookup without shared writes:
+//! * an entry names its pool by a small index into `table` (an `AtomicPtr` per index); the entry's
+//!   reference keeps the pool registered, so dereferencing the pointer is sound while the entry
+//!   exists (see `Pools::get`);
+//! * a store reads the current pool from a per-thread snapshot (`Arc`s of the current and all live
+//!   pools) that it refreshes only when `generation` changes, i.e. after a switch or a release.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use uzswap_compress::Algorithm;
+use uzswap_zsmalloc::{Pool, PoolConfig};
+
+use crate::poolref::{PoolRef, RefState};
+use crate::Error;
+
+/// Pools that may exist at once (the current one plus old ones still holding entries).
+pub const MAX_POOLS: usize = 64;
+
+pub(crate) struct ZPool {
+    pub(crate) id: u16,
+    pub(crate) alg: Algorithm,
+    pub(crate) chain_size: usize,
+    pub(crate) zs: Pool,
+    pub(crate) refs: PoolRef,
+}
+
+struct Registry {
+    current: Option<Arc<ZPool>>,
+    live: Vec<Arc<ZPool>>,
+}
+
+pub(crate) struct Pools {
+    table: Box<[AtomicPtr<ZPool>]>,
+    reg: Mutex<Registry>,
+    generation: AtomicU64,
+    instance: u64,
+}
+
+/// A thread's view of one cache's pools.
+pub(crate) struct Snapshot {
+    instance: u64,
+    generation: u64,
+    pub(crate) current: Arc<ZPool>,
+    pub(crate) all: Vec<Arc<ZPool>>,
+}
+
+thread_local! {
+    static SNAPSHOTS: RefCell<Vec<Snapshot>> = const { RefCell::new(Vec::new()) };
+}
+/// Snapshots a thread keeps (one per cache instance it used recently).
+const SNAPSHOTS_PER_THREAD: usize = 4;
+
+impl Pools {
+    pub(crate) fn new(alg: Algorithm, chain_size: usize) -> Result<Pools, Error> {
+        static INSTANCES: AtomicU64 = AtomicU64::new(1);
+        let pools = Pools {
+            table: (0..MAX_POOLS)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            reg: Mutex::new(Registry {
+                current: None,
+                live: Vec::new(),
+            }),
+            generation: AtomicU64::new(1),
+            instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
+        };
+        pools.switch(alg, chain_size)?;
+        Ok(pools)
+    }
+
+    /// Make a new pool current and kill the old current one (it lives on while it has entries).
+    pub(crate) fn switch(&self, alg: Algorithm, chain_size: usize) -> Result<(), Error> {
+        let mut reg = self.reg.lock();
+        let id = (0..MAX_POOLS)
+            .find(|&i| self.table[i].load(Ordering::Acquire).is_null())
+            .ok_or(Error::TooManyPools)?;
+        let cfg = PoolConfig {
+            chain_size,
+            ..PoolConfig::default()
+        };
+        let zs = Pool::new(cfg).map_err(Error::Pool)?;
+        let pool = Arc::new(ZPool {
+            id: id as u16,
+            alg,
+            chain_size,
+            zs,
+            refs: PoolRef::new(),
+        });
+        self.table[id].store(Arc::as_ptr(&pool).cast_mut(), Ordering::Release);
+        reg.live.push(pool.clone());
+        let old = reg.current.replace(pool);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        if let Some(old) = old {
+            if old.refs.kill() == RefState::Release {
+                Self::unregister(&self.table, &mut reg, old.id);
+                self.generation.fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        Ok(())
+    }
+
+    fn unregister(table: &[AtomicPtr<ZPool>], reg: &mut Registry, id: u16) {
+        table[id as usize].store(std::ptr::null_mut(), Ordering::Release);
+        reg.live.retain(|p| p.id != id);
+    }
+
+    /// Release a pool whose count reached zero (called by whoever dropped the last reference).
+    pub(crate) fn release(&self, id: u16) {
+        let mut reg = self.reg.lock();
+        Self::unregister(&self.table, &mut reg, id);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Drop one entry reference on pool `id`.
+    #[inline]
+    pub(crate) fn put(&self, pool: &ZPool) {
+        if pool.refs.put() == RefState::Release {
+            self.release(pool.id);
+        }
+    }
+
+    /// The pool an entry names.
+    ///
+    /// # Safety
+    ///
+    /// The caller must hold a reference on pool `id` for as long as it uses the returned borrow:
+    /// through an entry it has locked in the index (shard lock held) or owns (taken out of the
+    /// index, or its slot marked in flight), or through a successful `tryget`. A pool is
+    /// unregistered and dropped only after its last reference is put.
+    #[inline]
+    pub(crate) unsafe fn get(&self, id: u16) -> &ZPool {
+        let p = self.table[id as usize].load(Ordering::Acquire);
+        assert!(!p.is_null(), "entry names an unregistered pool {id}");
+        // SAFETY: `p` came from `Arc::as_ptr` of a pool kept in `reg.live`; it is removed from
+        // there (and the pointer cleared) only once the pool's reference count dropped to zero,
+        // which the caller's reference prevents (contract above).
+        unsafe { &*p }
+    }
+
+    /// Run `f` with this thread's snapshot, refreshed if pools changed since it was taken.
+    #[inline]
+    pub(crate) fn with_snapshot<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
+        let gen = self.generation.load(Ordering::Acquire);
+        SNAPSHOTS.with(|cell| {
+            let mut snaps = cell.borrow_mut();
+            let pos = snaps.iter().position(|s| s.instance == self.instance);
+            let idx = match pos {
+                Some(i) if snaps[i].generation == gen => i,
+                other => {
+                    let fresh = self.take_snapshot();
+                    match other {
+                        Some(i) => {
+                            snaps[i] = fresh;
+                            i
+                        }
+                        None => {
+                            if snaps.len() >= SNAPSHOTS_PER_THREAD {
+                                snaps.remove(0);
+                            }
+                            snaps.push(fresh);
+                            snaps.len() - 1
+                        }
+                    }
+                }
+            };
+            f(&snaps[idx])
+        })
+    }
+
+    /// Forget this thread's snapshot (so a dropped cache's pools are not kept alive by it).
+    pub(crate) fn forget_snapshot(&self) {
+        let _ = SNAPSHOTS.try_with(|cell| {
+            if let Ok(mut s) = cell.try_borrow_mut() {
+                s.retain(|s| s.instance != self.instance);
+            }
+        });
+    }
+
+    fn take_snapshot(&self) -> Snapshot {
+        let reg = self.reg.lock();
+        Snapshot {
+            instance: self.instance,
+            generation: self.generation.load(Ordering::Acquire),
+            current: reg.current.clone().expect("a current pool always exists"),
+            all: reg.live.clone(),
+        }
+    }
+
+    /// Pages held by all live pools (`zswap_total_pages`).
+    pub(crate) fn total_pages(&self) -> u64 {
+        self.reg
+            .lock()
+            .live
+            .iter()
+            .map(|p| p.zs.total_pages() as u64)
+            .sum()
+    }
+
+    pub(crate) fn live(&self) -> Vec<Arc<ZPool>> {
+        self.reg.lock().live.clone()
+    }
+
+    pub(crate) fn current(&self) -> Arc<ZPool> {
+        self.reg
+            .lock()
+            .current
+            .clone()
+            .expect("a current pool always exists")
+    }
+}

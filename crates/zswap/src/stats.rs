@@ -1,0 +1,283 @@
+//! Striped counters and the public counter snapshot.
+//!
+//! Hot-path counters are never a single shared atomic: every thread adds into its own stripe
+//! (a cache-line-padded row of counters), and readers sum the stripes. Gauges (stored pages,
+//! charged bytes) are kept the same way with wrapping arithmetic, so an increment on one stripe
+//! and the matching decrement on another still sum to the right value.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+use crossbeam_utils::CachePadded;
+use serde::Serialize;
+
+/// Number of stripes: a power of two, about twice the CPU count, so threads rarely share one.
+pub(crate) fn nr_stripes() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
+        (cpus * 2).next_power_of_two().clamp(4, 64)
+    })
+}
+
+/// This thread's stripe, assigned round-robin the first time a thread touches a counter.
+#[inline]
+pub(crate) fn stripe_index() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! { static IDX: Cell<usize> = const { Cell::new(usize::MAX) }; }
+    IDX.with(|c| {
+        let v = c.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let v = NEXT.fetch_add(1, Relaxed) & (nr_stripes() - 1);
+        c.set(v);
+        v
+    })
+}
+
+/// `N` counters, one padded row per stripe.
+pub(crate) struct Striped<const N: usize> {
+    rows: Box<[CachePadded<[AtomicU64; N]>]>,
+}
+
+impl<const N: usize> Striped<N> {
+    pub(crate) fn new() -> Self {
+        let rows = (0..nr_stripes())
+            .map(|_| CachePadded::new(std::array::from_fn(|_| AtomicU64::new(0))))
+            .collect();
+        Striped { rows }
+    }
+
+    #[inline]
+    pub(crate) fn add(&self, i: usize, v: u64) {
+        self.rows[stripe_index()][i].fetch_add(v, Relaxed);
+    }
+
+    #[inline]
+    pub(crate) fn sub(&self, i: usize, v: u64) {
+        self.rows[stripe_index()][i].fetch_sub(v, Relaxed);
+    }
+
+    /// Sum over stripes; gauges may transiently read slightly off while updates race
+    /// ("not 100% accurate", as the kernel's counters).
+    pub(crate) fn sum(&self, i: usize) -> u64 {
+        self.rows
+            .iter()
+            .fold(0u64, |acc, r| acc.wrapping_add(r[i].load(Relaxed)))
+    }
+
+    /// Gauge read clamped at zero (a racing decrement may be seen before its increment).
+    pub(crate) fn gauge(&self, i: usize) -> u64 {
+        let v = self.sum(i) as i64;
+        v.max(0) as u64
+    }
+}
+
+/// Indices of the global counters.
+#[derive(Clone, Copy)]
+#[repr(usize)]
+pub(crate) enum G {
+    PoolLimitHit,
+    RejectReclaimFail,
+    RejectAllocFail,
+    RejectKmemcacheFail,
+    RejectCompressFail,
+    RejectCompressPoor,
+    DecompressFail,
+    WrittenBackPages,
+    StoredPages,
+    StoredIncompressiblePages,
+    ZeroPages,
+    Zswpin,
+    Zswpout,
+    Zswpwb,
+    Pswpin,
+    Pswpout,
+    SwpinZero,
+    SwpoutZero,
+    RejectPoolLimit,
+    RejectCgroupLimit,
+    RejectDisabled,
+    SwapReadErrors,
+    SwapWriteErrors,
+    SwapChecksumErrors,
+    ShrinkerScanned,
+    ShrinkerFreed,
+    ShrinkWorkerRuns,
+    ShrinkWorkerYields,
+}
+pub(crate) const NR_GLOBAL: usize = G::ShrinkWorkerYields as usize + 1;
+
+/// Indices of the per-cgroup counters (hierarchical: an event is counted on the cgroup and
+/// every ancestor, as memory.stat reports it in cgroup v2).
+#[derive(Clone, Copy)]
+#[repr(usize)]
+pub(crate) enum C {
+    /// Compressed bytes charged (`memory.zswap.current`, memory.stat `zswap`).
+    ZswapBytes,
+    /// Pages stored (memory.stat `zswapped`, in pages here; reported in bytes).
+    Zswapped,
+    Zswpin,
+    Zswpout,
+    Zswpwb,
+}
+pub(crate) const NR_CGROUP: usize = C::Zswpwb as usize + 1;
+
+/// One cgroup's counters, as memory.stat shows them (bytes for `zswap` and `zswapped`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct CgroupCounters {
+    pub id: u32,
+    pub parent: Option<u32>,
+    /// Compressed bytes charged (memory.zswap.current).
+    pub zswap: u64,
+    /// Uncompressed bytes stored.
+    pub zswapped: u64,
+    pub zswpin: u64,
+    pub zswpout: u64,
+    pub zswpwb: u64,
+    /// memory.zswap.max in bytes (`None` = "max").
+    pub zswap_max: Option<u64>,
+    /// memory.zswap.writeback.
+    pub zswap_writeback: bool,
+}
+
+/// Snapshot of every counter. Field names are the kernel's (debugfs file names, vmstat keys).
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Counters {
+    // debugfs /sys/kernel/debug/zswap/*
+    pub pool_limit_hit: u64,
+    pub reject_reclaim_fail: u64,
+    pub reject_alloc_fail: u64,
+    pub reject_kmemcache_fail: u64,
+    pub reject_compress_fail: u64,
+    pub reject_compress_poor: u64,
+    pub decompress_fail: u64,
+    pub written_back_pages: u64,
+    pub pool_total_size: u64,
+    pub stored_pages: u64,
+    pub stored_incompressible_pages: u64,
+    // zero pages (the swap layer's zeromap in today's kernel)
+    pub zero_pages: u64,
+    // vmstat
+    pub zswpin: u64,
+    pub zswpout: u64,
+    pub zswpwb: u64,
+    pub pswpin: u64,
+    pub pswpout: u64,
+    pub swpin_zero: u64,
+    pub swpout_zero: u64,
+    // uzswap additions: why stores were rejected, swap file errors, shrinker activity
+    pub reject_pool_limit: u64,
+    pub reject_cgroup_limit: u64,
+    pub reject_disabled: u64,
+    pub swap_read_errors: u64,
+    pub swap_write_errors: u64,
+    pub swap_checksum_errors: u64,
+    pub shrinker_scanned: u64,
+    pub shrinker_freed: u64,
+    pub shrink_worker_runs: u64,
+    pub shrink_worker_yields: u64,
+    /// Pools alive (the current one plus old ones still holding entries).
+    pub nr_pools: u64,
+    pub cgroups: Vec<CgroupCounters>,
+}
+
+impl Counters {
+    pub(crate) fn from_global(g: &Striped<NR_GLOBAL>) -> Counters {
+        Counters {
+            pool_limit_hit: g.sum(G::PoolLimitHit as usize),
+            reject_reclaim_fail: g.sum(G::RejectReclaimFail as usize),
+            reject_alloc_fail: g.sum(G::RejectAllocFail as usize),
+            reject_kmemcache_fail: g.sum(G::RejectKmemcacheFail as usize),
+            reject_compress_fail: g.sum(G::RejectCompressFail as usize),
+            reject_compress_poor: g.sum(G::RejectCompressPoor as usize),
+            decompress_fail: g.sum(G::DecompressFail as usize),
+            written_back_pages: g.sum(G::WrittenBackPages as usize),
+            pool_total_size: 0,
+            stored_pages: g.gauge(G::StoredPages as usize),
+            stored_incompressible_pages: g.gauge(G::StoredIncompressiblePages as usize),
+            zero_pages: g.gauge(G::ZeroPages as usize),
+            zswpin: g.sum(G::Zswpin as usize),
+            zswpout: g.sum(G::Zswpout as usize),
+            zswpwb: g.sum(G::Zswpwb as usize),
+            pswpin: g.sum(G::Pswpin as usize),
+            pswpout: g.sum(G::Pswpout as usize),
+            swpin_zero: g.sum(G::SwpinZero as usize),
+            swpout_zero: g.sum(G::SwpoutZero as usize),
+            reject_pool_limit: g.sum(G::RejectPoolLimit as usize),
+            reject_cgroup_limit: g.sum(G::RejectCgroupLimit as usize),
+            reject_disabled: g.sum(G::RejectDisabled as usize),
+            swap_read_errors: g.sum(G::SwapReadErrors as usize),
+            swap_write_errors: g.sum(G::SwapWriteErrors as usize),
+            swap_checksum_errors: g.sum(G::SwapChecksumErrors as usize),
+            shrinker_scanned: g.sum(G::ShrinkerScanned as usize),
+            shrinker_freed: g.sum(G::ShrinkerFreed as usize),
+            shrink_worker_runs: g.sum(G::ShrinkWorkerRuns as usize),
+            shrink_worker_yields: g.sum(G::ShrinkWorkerYields as usize),
+            nr_pools: 0,
+            cgroups: Vec::new(),
+        }
+    }
+
+    /// The counters as "name value" lines, one per debugfs file / vmstat key, in the kernel's
+    /// order (debugfs set, then vmstat), then uzswap's additions, then one block per cgroup
+    /// with memory.stat's keys prefixed by `cgroup<ID>.`.
+    pub fn to_kernel_text(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let rows: [(&str, u64); 30] = [
+            ("pool_limit_hit", self.pool_limit_hit),
+            ("reject_reclaim_fail", self.reject_reclaim_fail),
+            ("reject_alloc_fail", self.reject_alloc_fail),
+            ("reject_kmemcache_fail", self.reject_kmemcache_fail),
+            ("reject_compress_fail", self.reject_compress_fail),
+            ("reject_compress_poor", self.reject_compress_poor),
+            ("decompress_fail", self.decompress_fail),
+            ("written_back_pages", self.written_back_pages),
+            ("pool_total_size", self.pool_total_size),
+            ("stored_pages", self.stored_pages),
+            (
+                "stored_incompressible_pages",
+                self.stored_incompressible_pages,
+            ),
+            ("zero_pages", self.zero_pages),
+            ("zswpin", self.zswpin),
+            ("zswpout", self.zswpout),
+            ("zswpwb", self.zswpwb),
+            ("pswpin", self.pswpin),
+            ("pswpout", self.pswpout),
+            ("swpin_zero", self.swpin_zero),
+            ("swpout_zero", self.swpout_zero),
+            ("reject_pool_limit", self.reject_pool_limit),
+            ("reject_cgroup_limit", self.reject_cgroup_limit),
+            ("reject_disabled", self.reject_disabled),
+            ("swap_read_errors", self.swap_read_errors),
+            ("swap_write_errors", self.swap_write_errors),
+            ("swap_checksum_errors", self.swap_checksum_errors),
+            ("shrinker_scanned", self.shrinker_scanned),
+            ("shrinker_freed", self.shrinker_freed),
+            ("shrink_worker_runs", self.shrink_worker_runs),
+            ("shrink_worker_yields", self.shrink_worker_yields),
+            ("nr_pools", self.nr_pools),
+        ];
+        for (k, v) in rows {
+            let _ = writeln!(s, "{k} {v}");
+        }
+        for cg in &self.cgroups {
+            let id = cg.id;
+            let _ = writeln!(s, "cgroup{id}.zswap {}", cg.zswap);
+            let _ = writeln!(s, "cgroup{id}.zswapped {}", cg.zswapped);
+            let _ = writeln!(s, "cgroup{id}.zswpin {}", cg.zswpin);
+            let _ = writeln!(s, "cgroup{id}.zswpout {}", cg.zswpout);
+            let _ = writeln!(s, "cgroup{id}.zswpwb {}", cg.zswpwb);
+        }
+        s
+    }
+
+    /// The counters as a JSON object.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+}
