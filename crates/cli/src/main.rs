@@ -34,7 +34,18 @@ enum Command {
     KernelStats(cmd::kernel_stats::Args),
 }
 
+/// Output piped into `head` and similar ends the program quietly, as for other Unix tools,
+/// instead of panicking inside `println!`.
+fn restore_default_sigpipe() {
+    // SAFETY: setting SIGPIPE's disposition to the default action before any other thread exists
+    // touches no Rust-managed state; Rust's runtime set it to "ignore" and nothing relies on that.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() {
+    restore_default_sigpipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => cmd::bench::run(args),

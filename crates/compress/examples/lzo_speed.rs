@@ -16,8 +16,18 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(9);
-    let mut pages = common::real_pages(768);
-    pages.extend(common::process_pages(256));
+    // SOURCE=mem: only live process memory (this process and the pids in PIDS), which
+    // compresses better than the default mix of binaries and heap.
+    let mut pages = Vec::new();
+    if std::env::var("SOURCE").as_deref() == Ok("mem") {
+        pages.extend(common::process_pages(1024));
+        for pid in std::env::var("PIDS").unwrap_or_default().split_whitespace() {
+            pages.extend(common::pid_pages(pid, 1024));
+        }
+    } else {
+        pages = common::real_pages(768);
+        pages.extend(common::process_pages(256));
+    }
     let n = pages.len();
     let mut lib = liblzo2::LibLzo2::load();
     let mut buf = vec![0u8; MAX_COMPRESSED_LEN];

@@ -262,6 +262,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "zstd's level range is a C call")]
     fn parse_and_display_round_trip() {
         for s in [
             "lz4",
@@ -291,6 +292,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "zstd's level range is a C call")]
     fn parse_rejects_bad_names_and_levels() {
         for s in [
             "",

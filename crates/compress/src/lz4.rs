@@ -1,9 +1,9 @@
 //! LZ4 through the C liblz4 1.10 bundled by `lz4-sys`, with one reused state per thread.
 //!
-//! Why liblz4 and not lz4_flex: measured in the same runs on this machine (see
-//! docs/benchmarks/compress.md), liblz4 compresses a page 2-17 % faster and decompresses it
-//! 3-8 % faster than lz4_flex built without its `safe-*` features, and the store/load budget
-//! against zram is only ~1 µs per page. The reused state (`LZ4_compress_fast_extState_fastReset`)
+//! Why liblz4 and not lz4_flex: measured on this machine (CPU time per page, see
+//! docs/benchmarks/compress.md), the two tie on compression (within ±3 %, the order varying
+//! between runs) and liblz4 decompresses 17-27 % faster than lz4_flex built without its
+//! `safe-*` features; the load budget against zram is only ~0.4 µs per page. The reused state (`LZ4_compress_fast_extState_fastReset`)
 //! gives output byte-identical to `LZ4_compress_default`; that matches the kernel's zram lz4
 //! size on ~96 % of pages. For the exact kernel size use `compress_kernel_exact`.
 

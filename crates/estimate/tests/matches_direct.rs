@@ -84,7 +84,7 @@ fn direct(pages: &Pages, alg: Algorithm, chain_size: usize) -> Direct {
             d.same += 1;
             continue;
         }
-        let len = uzswap_compress::compress(alg, page, &mut dst).unwrap_or(PAGE_SIZE);
+        let len = uzswap_compress::compress_kernel_exact(alg, page, &mut dst).unwrap_or(PAGE_SIZE);
         d.compressed_bytes += len as u64;
         // zswap
         if len >= PAGE_SIZE {

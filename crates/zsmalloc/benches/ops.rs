@@ -13,6 +13,8 @@
 //!   number of operations: `*_wall` is wall time (the ratio is the 2-thread scaling, if two
 //!   cores are free), `*_cpu` the CPU time summed over the threads (equal values for 1 and 2
 //!   threads mean the threads cost each other nothing: no lock or cache-line contention).
+//!   The `*_nowrite` variants run `replace_nowrite` only (no copies, no reads), isolating the
+//!   allocators' own contention from memory-bandwidth effects.
 //! * `steady/replace_nowrite`: like `replace` but without copying the contents (allocator
 //!   bookkeeping only: `alloc(len)` versus an uninitialised `Box<[u8]>`).
 //!
@@ -268,7 +270,12 @@ fn bench_fill(c: &mut Criterion) {
 
 /// (wall time, summed thread CPU time) for `ops` steady replace+read pairs split evenly over
 /// one thread per part.
-fn threads_run<S: Store>(s: &S, parts: &[Vec<Vec<u8>>], ops: u64) -> (Duration, Duration) {
+fn threads_run<S: Store>(
+    s: &S,
+    parts: &[Vec<Vec<u8>>],
+    ops: u64,
+    write: bool,
+) -> (Duration, Duration) {
     let barrier = Barrier::new(parts.len());
     let per = ops / parts.len() as u64;
     std::thread::scope(|sc| {
@@ -284,8 +291,12 @@ fn threads_run<S: Store>(s: &S, parts: &[Vec<Vec<u8>>], ops: u64) -> (Duration, 
                     let c = thread_cpu();
                     let mut x = 0u8;
                     for _ in 0..per {
-                        st.replace();
-                        x ^= st.read();
+                        if write {
+                            st.replace();
+                            x ^= st.read();
+                        } else {
+                            st.replace_nowrite();
+                        }
                     }
                     black_box(x);
                     let r = (t.elapsed(), thread_cpu() - c);
@@ -314,21 +325,42 @@ fn bench_threads(c: &mut Criterion) {
     let mut g = c.benchmark_group("threads");
     const OPS: u64 = 200_000;
     g.throughput(Throughput::Elements(OPS));
-    for (name, parts) in [("1_thread", &one), ("2_threads", &two)] {
+    for (write, name, parts) in [
+        (true, "1_thread", &one),
+        (true, "2_threads", &two),
+        (false, "1_thread_nowrite", &one),
+        (false, "2_threads_nowrite", &two),
+    ] {
         let zs = Zs(Pool::new(PoolConfig::default()).unwrap());
         g.bench_function(BenchmarkId::new("zsmalloc_wall", name), |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| threads_run(&zs, parts, OPS).0).sum())
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| threads_run(&zs, parts, OPS, write).0)
+                    .sum()
+            })
         });
         g.bench_function(BenchmarkId::new("box_memcpy_wall", name), |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| threads_run(&Heap, parts, OPS).0).sum())
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| threads_run(&Heap, parts, OPS, write).0)
+                    .sum()
+            })
         });
         // Summed CPU time: equal per-op CPU with 1 and 2 threads means no contention cost,
         // i.e. linear scaling wherever two cores are free (robust to a loaded machine).
         g.bench_function(BenchmarkId::new("zsmalloc_cpu", name), |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| threads_run(&zs, parts, OPS).1).sum())
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| threads_run(&zs, parts, OPS, write).1)
+                    .sum()
+            })
         });
         g.bench_function(BenchmarkId::new("box_memcpy_cpu", name), |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| threads_run(&Heap, parts, OPS).1).sum())
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| threads_run(&Heap, parts, OPS, write).1)
+                    .sum()
+            })
         });
     }
     g.finish();

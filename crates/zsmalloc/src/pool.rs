@@ -75,7 +75,7 @@ struct ZsPage {
     inuse: u32,
     /// Head of the in-memory free-slot list (`NONE` when full).
     freeobj: u32,
-    /// Fullness group it is listed in, or `NONE as u8`-like `u8::MAX` while isolated.
+    /// Fullness group it is listed in, or `u8::MAX` while unlisted (isolated by compaction).
     fullness: u8,
     live: bool,
     prev: u32,
@@ -292,7 +292,9 @@ impl ClassInner {
     }
 }
 
-/// One unique size class.
+/// One unique size class. Cache-line aligned (128 bytes: adjacent-line prefetch) so that
+/// threads working in neighbouring classes do not share lines.
+#[repr(align(128))]
 struct SizeClass {
     info: ClassInfo,
     /// Payload bytes per slot (slot size minus header, or the slot if huge).

@@ -514,6 +514,22 @@ impl Bench<'_> {
     }
 }
 
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_sig: libc::c_int) {
+    // Only an atomic store: async-signal-safe.
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// SIGINT and SIGTERM set [`INTERRUPTED`] instead of killing the process.
+fn catch_interrupts() {
+    let handler: extern "C" fn(libc::c_int) = on_interrupt;
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: installs a handler that only stores to an atomic; no other state is shared.
+        unsafe { libc::signal(sig, handler as libc::sighandler_t) };
+    }
+}
+
 /// Runs the bench and prints the result.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.threads == 0 {
@@ -586,11 +602,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         use_swap_out,
     };
 
+    if kernel.is_ok() {
+        // zram must be reset even on Ctrl-C: the signal only sets a flag, checked between
+        // runs, and the early return drops (resets) the device.
+        catch_interrupts();
+    }
     // One warm-up run (untimed), then the timed runs.
-    bench.run(kernel.as_mut().ok())?;
     let mut runs = Vec::with_capacity(args.runs);
-    for _ in 0..args.runs {
-        runs.push(bench.run(kernel.as_mut().ok())?);
+    for i in 0..=args.runs {
+        if INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
+            bail!("interrupted (zram reset)");
+        }
+        let r = bench.run(kernel.as_mut().ok())?;
+        if i > 0 {
+            runs.push(r);
+        }
     }
     let kernel_skipped = kernel.as_ref().err().cloned();
     drop(kernel); // resets zram and releases the lock
