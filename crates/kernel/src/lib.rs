@@ -17,6 +17,7 @@
 //! Lock order: [`KernelLock`] first, then any claimed device or parameter guard. Guards are
 //! dropped before the lock (declare the lock first so it drops last).
 
+use std::io::Write as _; // skip notices bypass the test harness's output capture
 pub mod debugfs;
 pub mod meminfo;
 pub mod swap;
@@ -155,9 +156,11 @@ impl KernelLock {
 /// ```
 pub fn kernel_test_guard(test_name: &str) -> Option<KernelLock> {
     if !kernel_tests_enabled() {
-        eprintln!(
+        writeln!(
+            std::io::stderr(),
             "SKIPPED: {test_name}: set {KERNEL_TESTS_ENV}=1 to run tests that touch the kernel"
-        );
+        )
+        .ok();
         return None;
     }
     match KernelLock::acquire() {

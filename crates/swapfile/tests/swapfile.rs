@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::fs::OpenOptions;
+use std::io::Write as _; // skip notices bypass the test harness's output capture
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -589,7 +590,11 @@ fn real_enospc_on_tiny_tmpfs() {
     // The namespace belongs to this thread only, so the whole test body runs in it.
     std::thread::spawn(move || {
         if let Err(why) = private_tmpfs(&path, "256k") {
-            eprintln!("SKIPPED: real_enospc_on_tiny_tmpfs: cannot mount a private tmpfs: {why}");
+            writeln!(
+                std::io::stderr(),
+                "SKIPPED: real_enospc_on_tiny_tmpfs: cannot mount a private tmpfs: {why}"
+            )
+            .ok();
             return;
         }
         enospc_body(&path);

@@ -3,27 +3,85 @@
 //!
 //! One large `PROT_NONE` + `MAP_NORESERVE` reservation is made at pool creation; it costs
 //! address space only. Frames (4 KiB) are handed out as virtually contiguous runs of
-//! `pages_per_zspage` frames: first from a per-length free list of runs given back earlier,
-//! then from a bump pointer whose range is made read-write by `mprotect` in chunks, and last
-//! by splitting a longer free run. A run given back is `MADV_DONTNEED`ed before it is listed
-//! again, so its physical pages return to the OS and the process RSS follows the pool's page
-//! count; only a small warm cache (at most [`WARM_CACHE_PAGES`] pages, like the kernel's
-//! per-CPU page lists) keeps recently freed runs resident, so that a class emptying and
-//! refilling a zspage does not pay `madvise` plus a page fault per page each time.
-//! [`Arena::trim`] empties the cache (compaction calls it).
+//! `pages_per_zspage` frames: first from the cache of freed, still resident runs (newest
+//! first), then from a per-length list of discarded runs, then from a bump pointer whose range
+//! is made read-write by `mprotect` in chunks, and last by splitting a longer free run.
+//!
+//! **Reuse of freed memory** (the model is jemalloc's dirty-page decay): faulting fresh
+//! anonymous memory in costs about 1.2 µs per 4 KiB page on the test VM (the kernel zeroes,
+//! charges and maps it), several times what the pool's own bookkeeping costs per zspage. So a
+//! run given back stays resident in the free-run cache, stamped with the time it was freed,
+//! and is returned to the OS (`MADV_DONTNEED`) only once it has stayed unused for
+//! [`MemoryPolicy::free_page_decay_ms`], or when the cache exceeds
+//! [`MemoryPolicy::max_cached_pages`] (then the oldest runs go, down to 3/4 of the bound, so
+//! discards come in batches). Runs discarded together are sorted and merged into contiguous
+//! ranges, one `madvise` (one TLB shootdown) per range. The checks run on slow paths only
+//! (a zspage taken or given back); [`Arena::trim`] empties the cache at once (compaction and
+//! `Pool::trim` call it). Decay 0 returns every freed run at once, as the kernel does.
+//!
+//! Optionally ([`MemoryPolicy::transparent_huge_pages`]) the reservation is 2 MiB aligned and
+//! marked `MADV_HUGEPAGE`, so fresh memory comes in 2 MiB pages: one fault and one 2 MiB clear
+//! instead of 512 faults. The catch: discarding part of a huge page splits it, and RSS grows in
+//! 2 MiB steps, so it is off by default.
 //!
 //! Under Miri (no mmap) the reservation is a zeroed heap allocation and `MADV_DONTNEED` is
 //! emulated by zero-filling, so the pool's logic and its data-race freedom can be checked.
+
+use std::collections::VecDeque;
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
 use crate::class::MAX_CHAIN_SIZE;
 use crate::{Error, PAGE_SIZE};
 
-/// Frames made read-write per `mprotect` growth step (4 MiB).
+/// Frames made read-write per `mprotect` growth step (4 MiB, a multiple of a 2 MiB huge page).
 const GROW_FRAMES: usize = 1024;
-/// Most pages kept resident in freed runs (512 KiB); beyond this, freed runs are discarded.
-pub(crate) const WARM_CACHE_PAGES: usize = 128;
+/// Frames per 2 MiB huge page.
+const HUGE_FRAMES: usize = 512;
+
+/// How a pool keeps and returns the memory of freed zspages (see the `arena` module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemoryPolicy {
+    /// Milliseconds a freed zspage's pages stay resident for reuse before they go back to the
+    /// OS; 0 returns them at once (the kernel's behaviour: RSS follows
+    /// [`crate::Pool::total_pages`] exactly).
+    pub free_page_decay_ms: u64,
+    /// Most pages kept resident for reuse; beyond it the oldest are returned at once.
+    pub max_cached_pages: usize,
+    /// Back the pool with transparent huge pages (`MADV_HUGEPAGE`).
+    pub transparent_huge_pages: bool,
+}
+
+/// Default decay: long enough to span a burst of invalidations followed by stores (swap-in
+/// then swap-out of a working set), short enough that an idle pool gives memory back within
+/// a second or so of its next allocation or free (jemalloc's default dirty decay is 10 s).
+pub const DEFAULT_FREE_PAGE_DECAY_MS: u64 = 1000;
+/// Default bound of the free-run cache: 1024 pages (4 MiB), a fixed, predictable overhead
+/// (the pool's idle RSS exceeds its page count by at most this); it covers a refill of
+/// 4 MiB of pool pages, about 10 MiB of stored pages at zswap's typical 0.4 ratio.
+pub const DEFAULT_MAX_CACHED_PAGES: usize = 1024;
+
+impl Default for MemoryPolicy {
+    fn default() -> Self {
+        MemoryPolicy {
+            free_page_decay_ms: DEFAULT_FREE_PAGE_DECAY_MS,
+            max_cached_pages: DEFAULT_MAX_CACHED_PAGES,
+            transparent_huge_pages: false,
+        }
+    }
+}
+
+impl MemoryPolicy {
+    /// The kernel's behaviour: no freed page kept.
+    pub fn immediate() -> Self {
+        MemoryPolicy {
+            free_page_decay_ms: 0,
+            max_cached_pages: 0,
+            transparent_huge_pages: false,
+        }
+    }
+}
 
 struct ArenaInner {
     /// Frames below this index have been handed out at least once.
@@ -32,16 +90,74 @@ struct ArenaInner {
     committed: usize,
     /// `free_runs[n]`: first frames of free, discarded runs of exactly `n` frames.
     free_runs: Vec<Vec<u32>>,
-    /// `warm_runs[n]`: free runs of `n` frames whose pages are still resident.
-    warm_runs: Vec<Vec<u32>>,
-    /// Pages in `warm_runs`.
-    warm_pages: usize,
+    /// `cached_runs[n]`: free runs of `n` frames still resident, with the time (ms since the
+    /// arena's creation) they were freed; oldest at the front (pushes happen in time order).
+    cached_runs: Vec<VecDeque<(u32, u64)>>,
+    /// Pages in `cached_runs`.
+    cached_pages: usize,
+    /// Earliest time a cached run expires (`u64::MAX`: none cached).
+    next_expiry: u64,
+    policy: MemoryPolicy,
+}
+
+impl ArenaInner {
+    /// Removes the runs whose decay time has passed into `out`.
+    fn take_expired(&mut self, now: u64, out: &mut Vec<(u32, usize)>) {
+        if now < self.next_expiry {
+            return;
+        }
+        let decay = self.policy.free_page_decay_ms;
+        let mut next = u64::MAX;
+        for n in 1..=MAX_CHAIN_SIZE {
+            let q = &mut self.cached_runs[n];
+            while let Some(&(f, t)) = q.front() {
+                if t.saturating_add(decay) > now {
+                    next = next.min(t.saturating_add(decay));
+                    break;
+                }
+                q.pop_front();
+                self.cached_pages -= n;
+                out.push((f, n));
+            }
+        }
+        self.next_expiry = next;
+    }
+
+    /// Removes the oldest runs into `out` until at most `target` pages stay cached.
+    fn take_oldest(&mut self, target: usize, out: &mut Vec<(u32, usize)>) {
+        while self.cached_pages > target {
+            let oldest = (1..=MAX_CHAIN_SIZE)
+                .filter_map(|n| self.cached_runs[n].front().map(|&(_, t)| (t, n)))
+                .min();
+            let Some((_, n)) = oldest else { break };
+            let (f, _) = self.cached_runs[n].pop_front().expect("non-empty");
+            self.cached_pages -= n;
+            out.push((f, n));
+        }
+        if self.cached_pages == 0 {
+            self.next_expiry = u64::MAX;
+        }
+    }
+
+    /// Removes every cached run into `out`.
+    fn take_all(&mut self, out: &mut Vec<(u32, usize)>) {
+        for n in 1..=MAX_CHAIN_SIZE {
+            out.extend(self.cached_runs[n].drain(..).map(|(f, _)| (f, n)));
+        }
+        self.cached_pages = 0;
+        self.next_expiry = u64::MAX;
+    }
 }
 
 /// A reservation of `frames` 4 KiB frames (see the module docs).
 pub(crate) struct Arena {
     base: *mut u8,
     frames: usize,
+    /// The mapping as made by `sys::reserve` (it starts before `base` when aligned for huge
+    /// pages).
+    map_base: *mut u8,
+    map_len: usize,
+    epoch: Instant,
     inner: Mutex<ArenaInner>,
 }
 
@@ -54,20 +170,74 @@ unsafe impl Sync for Arena {}
 
 impl Arena {
     /// Reserves `frames` frames of address space (no memory is committed yet).
+    #[cfg(test)]
     pub(crate) fn new(frames: usize) -> Result<Arena, Error> {
+        Self::with_policy(frames, MemoryPolicy::default())
+    }
+
+    /// Reserves `frames` frames of address space, managed by `policy`.
+    pub(crate) fn with_policy(frames: usize, policy: MemoryPolicy) -> Result<Arena, Error> {
         assert!(frames > 0 && frames <= u32::MAX as usize);
-        let base = sys::reserve(frames * PAGE_SIZE)?;
+        let huge = policy.transparent_huge_pages && !cfg!(miri);
+        let slack = if huge { HUGE_FRAMES * PAGE_SIZE } else { 0 };
+        let map_len = frames * PAGE_SIZE + slack;
+        let map_base = sys::reserve(map_len)?;
+        let base = if huge {
+            let align = HUGE_FRAMES * PAGE_SIZE;
+            let pad = (align - (map_base as usize) % align) % align;
+            // SAFETY: pad < align = slack, so base..base+frames*PAGE_SIZE stays in the mapping.
+            let b = unsafe { map_base.add(pad) };
+            // SAFETY: the range is our own reservation.
+            unsafe { sys::advise_huge(b, frames * PAGE_SIZE) };
+            b
+        } else {
+            map_base
+        };
         Ok(Arena {
             base,
             frames,
+            map_base,
+            map_len,
+            epoch: Instant::now(),
             inner: Mutex::new(ArenaInner {
                 top: 0,
                 committed: 0,
                 free_runs: vec![Vec::new(); MAX_CHAIN_SIZE + 1],
-                warm_runs: vec![Vec::new(); MAX_CHAIN_SIZE + 1],
-                warm_pages: 0,
+                cached_runs: vec![VecDeque::new(); MAX_CHAIN_SIZE + 1],
+                cached_pages: 0,
+                next_expiry: u64::MAX,
+                policy,
             }),
         })
+    }
+
+    /// The policy in force.
+    pub(crate) fn policy(&self) -> MemoryPolicy {
+        self.inner.lock().policy
+    }
+
+    /// Changes the policy (huge pages only affect memory not yet faulted in); applies the
+    /// new decay and bound at once. Returns the pages this returned to the OS.
+    pub(crate) fn set_policy(&self, policy: MemoryPolicy) -> usize {
+        let mut out = Vec::new();
+        {
+            let mut g = self.inner.lock();
+            let old = g.policy;
+            g.policy = policy;
+            if old.free_page_decay_ms != policy.free_page_decay_ms {
+                // Re-derive the next expiry under the new decay.
+                g.next_expiry = 0;
+            }
+            let now = self.now_ms();
+            g.take_expired(now, &mut out);
+            let bound = policy.max_cached_pages;
+            g.take_oldest(bound, &mut out);
+        }
+        self.discard_batch(out)
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
     }
 
     /// Frames of address space reserved.
@@ -76,21 +246,30 @@ impl Arena {
     }
 
     /// Takes a run of `n` (1..=16) contiguous frames; returns its first frame. A run that is
-    /// not warm is prefaulted in one `MADV_POPULATE_WRITE` call (the zspage's free list
-    /// touches every page at once anyway), which costs much less than one fault per page.
+    /// not resident is prefaulted in one `MADV_POPULATE_WRITE` call (the zspage's free list
+    /// touches every page at once anyway), which saves the per-fault entry and exit.
     pub(crate) fn alloc_run(&self, n: usize) -> Option<u32> {
+        let mut expired = Vec::new();
         let first = {
             let mut g = self.inner.lock();
-            if let Some(f) = g.warm_runs[n].pop() {
-                g.warm_pages -= n;
+            let now = self.now_ms();
+            g.take_expired(now, &mut expired);
+            if let Some((f, _)) = g.cached_runs[n].pop_back() {
+                g.cached_pages -= n;
+                if g.cached_pages == 0 {
+                    g.next_expiry = u64::MAX;
+                }
+                drop(g);
+                self.discard_batch(expired);
                 return Some(f);
             }
             self.take_cold_run(&mut g, n)
         };
+        self.discard_batch(expired);
         let first = match first {
             Some(f) => f,
             None => {
-                // Address space exhausted: split a longer free run (discarding the warm
+                // Address space exhausted: split a longer free run (discarding the cached
                 // ones first so they can be split too).
                 self.trim();
                 let mut g = self.inner.lock();
@@ -135,43 +314,53 @@ impl Arena {
         Some(first as u32)
     }
 
-    /// Gives a run back: into the warm cache if it has room, else its physical pages return
-    /// to the OS before it can be reused.
+    /// Gives a run back: into the free-run cache (see the module docs), or straight back to
+    /// the OS with decay 0; runs that expired or overflow the cache go back to the OS too.
     pub(crate) fn free_run(&self, first: u32, n: usize) {
+        let mut out = Vec::new();
         {
             let mut g = self.inner.lock();
             debug_assert!(first as usize + n <= g.top);
-            if g.warm_pages + n <= WARM_CACHE_PAGES {
-                g.warm_pages += n;
-                g.warm_runs[n].push(first);
-                return;
+            let policy = g.policy;
+            if policy.free_page_decay_ms == 0 || policy.max_cached_pages < n {
+                out.push((first, n));
+            } else {
+                let now = self.now_ms();
+                g.cached_runs[n].push_back((first, now));
+                g.cached_pages += n;
+                let expiry = now.saturating_add(policy.free_page_decay_ms);
+                g.next_expiry = g.next_expiry.min(expiry);
+                g.take_expired(now, &mut out);
+                if g.cached_pages > policy.max_cached_pages {
+                    // Hysteresis: drop to 3/4 of the bound so the next discards batch up.
+                    let target = policy.max_cached_pages - policy.max_cached_pages / 4;
+                    g.take_oldest(target, &mut out);
+                }
             }
         }
-        self.discard_run(first, n);
-        self.inner.lock().free_runs[n].push(first);
+        self.discard_batch(out);
     }
 
-    fn discard_run(&self, first: u32, n: usize) {
-        // SAFETY: the run was handed out by `alloc_run`, so it is committed memory inside the
-        // reservation, and the caller owns it exclusively (no reader can hold a reference into
-        // a zspage that is being freed: every object in it has been freed).
-        unsafe { sys::discard(self.base, first as usize * PAGE_SIZE, n * PAGE_SIZE) };
-    }
-
-    /// Returns the warm cache's pages to the OS; returns how many pages that was.
-    pub(crate) fn trim(&self) -> usize {
-        let runs: Vec<(u32, usize)> = {
-            let mut g = self.inner.lock();
-            g.warm_pages = 0;
-            let mut v = Vec::new();
-            for n in 1..=MAX_CHAIN_SIZE {
-                v.extend(g.warm_runs[n].drain(..).map(|f| (f, n)));
+    /// Returns `runs` (taken out of the cache, so owned by the caller) to the OS, merging
+    /// contiguous ones into one `madvise`, then lists them as discarded. Returns their pages.
+    fn discard_batch(&self, mut runs: Vec<(u32, usize)>) -> usize {
+        if runs.is_empty() {
+            return 0;
+        }
+        runs.sort_unstable_by_key(|r| r.0);
+        let mut pages = 0;
+        let mut i = 0;
+        while i < runs.len() {
+            let start = runs[i].0 as usize;
+            let mut end = start + runs[i].1;
+            let mut j = i + 1;
+            while j < runs.len() && runs[j].0 as usize == end {
+                end += runs[j].1;
+                j += 1;
             }
-            v
-        };
-        let pages = runs.iter().map(|r| r.1).sum();
-        for &(f, n) in &runs {
-            self.discard_run(f, n);
+            self.discard_range(start, end - start);
+            pages += end - start;
+            i = j;
         }
         let mut g = self.inner.lock();
         for (f, n) in runs {
@@ -180,9 +369,34 @@ impl Arena {
         pages
     }
 
-    /// Pages held resident by the warm cache.
-    pub(crate) fn warm_pages(&self) -> usize {
-        self.inner.lock().warm_pages
+    fn discard_range(&self, first: usize, n: usize) {
+        // SAFETY: the frames were handed out by `alloc_run`, so they are committed memory
+        // inside the reservation, and the caller owns them exclusively (they are in no list,
+        // and no reader can hold a reference into a freed zspage: its objects were all freed).
+        unsafe { sys::discard(self.base, first * PAGE_SIZE, n * PAGE_SIZE) };
+    }
+
+    /// Returns the pages whose decay time has passed to the OS; returns how many.
+    pub(crate) fn purge_expired(&self) -> usize {
+        let mut out = Vec::new();
+        {
+            let mut g = self.inner.lock();
+            let now = self.now_ms();
+            g.take_expired(now, &mut out);
+        }
+        self.discard_batch(out)
+    }
+
+    /// Returns every cached page to the OS; returns how many pages that was.
+    pub(crate) fn trim(&self) -> usize {
+        let mut out = Vec::new();
+        self.inner.lock().take_all(&mut out);
+        self.discard_batch(out)
+    }
+
+    /// Pages held resident by the free-run cache.
+    pub(crate) fn cached_pages(&self) -> usize {
+        self.inner.lock().cached_pages
     }
 
     /// Frames ever handed out (the high-water mark of the bump pointer).
@@ -252,7 +466,7 @@ impl Drop for Arena {
     fn drop(&mut self) {
         // SAFETY: `base` came from `sys::reserve` with this length, and `&mut self` proves no
         // borrow of the arena's bytes is alive.
-        unsafe { sys::release(self.base, self.frames * PAGE_SIZE) }
+        unsafe { sys::release(self.map_base, self.map_len) }
     }
 }
 
@@ -317,6 +531,13 @@ mod sys {
     }
 
     /// # Safety
+    /// The range must be inside a reservation of ours.
+    pub(super) unsafe fn advise_huge(base: *mut u8, len: usize) {
+        // SAFETY: only sets a flag on our own mapping; failure (THP disabled) is harmless.
+        let _ = unsafe { libc::madvise(base.cast(), len, libc::MADV_HUGEPAGE) };
+    }
+
+    /// # Safety
     /// The range must be committed, inside the reservation, and not borrowed by anyone.
     pub(super) unsafe fn populate(base: *mut u8, start: usize, len: usize) {
         // SAFETY: prefaulting writable private memory of ours does not change its contents
@@ -366,6 +587,10 @@ mod sys {
     }
 
     /// # Safety
+    /// Nothing to do: the heap stand-in has no huge pages.
+    pub(super) unsafe fn advise_huge(_base: *mut u8, _len: usize) {}
+
+    /// # Safety
     /// Nothing to do: the heap stand-in is always resident.
     pub(super) unsafe fn populate(_base: *mut u8, _start: usize, _len: usize) {}
 
@@ -388,19 +613,60 @@ mod tests {
         let r2 = a.alloc_run(3).unwrap();
         assert_ne!(r1, r2);
         a.free_run(r1, 3);
+        assert_eq!(a.cached_pages(), 3);
         assert_eq!(a.alloc_run(3), Some(r1));
-        assert_eq!(a.warm_pages(), 0);
+        assert_eq!(a.cached_pages(), 0);
     }
 
     #[test]
-    fn warm_cache_is_bounded() {
+    fn cache_is_bounded_with_hysteresis() {
         let a = Arena::new(4096).unwrap();
+        a.set_policy(MemoryPolicy {
+            max_cached_pages: 128,
+            ..MemoryPolicy::default()
+        });
         let runs: Vec<u32> = (0..100).map(|_| a.alloc_run(8).unwrap()).collect();
-        for r in runs {
+        for (k, r) in runs.into_iter().enumerate() {
             a.free_run(r, 8);
+            assert!(a.cached_pages() <= 128, "after {k} frees");
         }
-        assert_eq!(a.warm_pages(), WARM_CACHE_PAGES);
-        assert_eq!(a.trim(), WARM_CACHE_PAGES);
+        assert!(a.cached_pages() >= 96);
+        let cached = a.cached_pages();
+        assert_eq!(a.trim(), cached);
+        assert_eq!(a.cached_pages(), 0);
+    }
+
+    #[test]
+    fn decay_zero_returns_at_once() {
+        let a = Arena::with_policy(64, MemoryPolicy::immediate()).unwrap();
+        let r = a.alloc_run(4).unwrap();
+        a.free_run(r, 4);
+        assert_eq!(a.cached_pages(), 0);
+        assert_eq!(a.alloc_run(4), Some(r));
+    }
+
+    #[test]
+    fn expired_runs_are_purged() {
+        let a = Arena::with_policy(
+            256,
+            MemoryPolicy {
+                free_page_decay_ms: 20,
+                ..MemoryPolicy::default()
+            },
+        )
+        .unwrap();
+        let r: Vec<u32> = (0..4).map(|_| a.alloc_run(2).unwrap()).collect();
+        a.free_run(r[0], 2);
+        a.free_run(r[1], 2);
+        assert_eq!(a.purge_expired(), 0);
+        assert_eq!(a.cached_pages(), 4);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        // A slow-path call purges the expired runs (and caches the new one).
+        a.free_run(r[2], 2);
+        assert_eq!(a.cached_pages(), 2);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        assert_eq!(a.purge_expired(), 2);
+        assert_eq!(a.cached_pages(), 0);
     }
 
     #[test]
@@ -409,7 +675,7 @@ mod tests {
         let r = a.alloc_run(16).unwrap();
         assert_eq!(a.alloc_run(1), None);
         a.free_run(r, 16);
-        assert_eq!(a.warm_pages(), 16);
+        assert_eq!(a.cached_pages(), 16);
         assert_eq!(a.alloc_run(4), Some(r));
         assert_eq!(a.alloc_run(12), Some(r + 4));
         assert_eq!(a.alloc_run(1), None);
@@ -423,11 +689,31 @@ mod tests {
         unsafe { a.write(r * PAGE_SIZE + 100, &[7u8; 5000]) };
         a.free_run(r as u32, 2);
         assert_eq!(a.trim(), 2);
-        assert_eq!(a.warm_pages(), 0);
+        assert_eq!(a.cached_pages(), 0);
         let again = a.alloc_run(2).unwrap() as usize;
         assert_eq!(again, r);
         // SAFETY: as above.
         let b = unsafe { a.bytes(r * PAGE_SIZE, 2 * PAGE_SIZE) };
         assert!(b.iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn huge_page_arena_is_aligned() {
+        let a = Arena::with_policy(
+            1024,
+            MemoryPolicy {
+                transparent_huge_pages: true,
+                ..MemoryPolicy::default()
+            },
+        )
+        .unwrap();
+        if !cfg!(miri) {
+            assert_eq!(a.base as usize % (HUGE_FRAMES * PAGE_SIZE), 0);
+        }
+        let r = a.alloc_run(4).unwrap() as usize;
+        // SAFETY: the run is ours alone in this test.
+        unsafe { a.write(r * PAGE_SIZE, &[1u8; 4 * PAGE_SIZE]) };
+        a.free_run(r as u32, 4);
+        assert_eq!(a.trim(), 4);
     }
 }

@@ -52,3 +52,22 @@ fn payload_of_1568_bytes_lands_in_class_1584() {
         13usize.div_ceil(c.objs_per_zspage) * c.pages_per_zspage
     );
 }
+
+#[test]
+fn class_table_predicts_pool_pages_for_allocation_only_workloads() {
+    for chain in [4, 8, 16] {
+        let pool = Pool::new(PoolConfig {
+            chain_size: chain,
+            chain_rule: ChainRule::MinWaste,
+        })
+        .unwrap();
+        let lens: Vec<usize> = (0..3000).map(|i| 1 + (i * 7919) % 4096).collect();
+        for &len in &lens {
+            pool.alloc(len).unwrap();
+        }
+        assert_eq!(
+            pool.total_pages(),
+            pool.class_table().pages_for_objects(lens.iter().copied())
+        );
+    }
+}

@@ -1291,6 +1291,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write as _;
 
     #[test]
     fn zero_detection() {
@@ -1442,7 +1443,11 @@ mod tests {
             Err(Error::Pressure(_))
         ));
         if !std::path::Path::new("/proc/pressure/memory").exists() {
-            eprintln!("SKIPPED: no /proc/pressure/memory (kernel without PSI)");
+            writeln!(
+                std::io::stderr(),
+                "SKIPPED: no /proc/pressure/memory (kernel without PSI)"
+            )
+            .ok();
             return;
         }
         match z.start_pressure_monitor(PressureConfig::default()) {
@@ -1450,7 +1455,13 @@ mod tests {
                 std::thread::sleep(Duration::from_millis(150));
                 let _events = z.stop_pressure_monitor();
             }
-            Err(e) => eprintln!("SKIPPED: cannot arm a PSI trigger here: {e}"),
+            Err(e) => {
+                writeln!(
+                    std::io::stderr(),
+                    "SKIPPED: cannot arm a PSI trigger here: {e}"
+                )
+                .ok();
+            }
         }
         // A window the kernel refuses is reported with the reason.
         let odd = PressureConfig {

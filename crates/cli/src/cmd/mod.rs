@@ -1,7 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
-pub mod classes;
 pub mod capture;
+pub mod classes;
 pub mod estimate;
 pub mod kernel_stats;
