@@ -10,6 +10,7 @@
 //! - [`debugfs`]: `/sys/kernel/debug/zswap/*` counters (mounting debugfs if needed);
 //! - [`vmstat`] and [`meminfo`]: swap counters of `/proc/vmstat` and `/proc/meminfo`;
 //! - [`swap`]: a temporary swap file and `MADV_PAGEOUT` of given pages (zswap comparisons).
+//! - [`cgroup`]: a dedicated memory cgroup (v1 or v2) with a limit, removed on Drop (tests).
 //!
 //! Data layout: nothing is cached; every read goes to the kernel's text files and is parsed
 //! with errors that name the file and the offending line.
@@ -18,6 +19,7 @@
 //! dropped before the lock (declare the lock first so it drops last).
 
 use std::io::Write as _; // skip notices bypass the test harness's output capture
+pub mod cgroup;
 pub mod debugfs;
 pub mod meminfo;
 pub mod swap;

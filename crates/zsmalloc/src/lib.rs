@@ -20,9 +20,11 @@
 //! contiguous run of `pages_per_zspage` frames in it, so every object, even one straddling
 //! a page boundary, is one slice (reads need no copy). Emptied zspages are `MADV_DONTNEED`ed:
 //! the pool's page count ([`Pool::total_pages`], the kernel's `zs_get_total_pages`) is the
-//! memory its zspages hold, and RSS follows it; only a warm cache of at most 128 freed pages
-//! stays resident for quick reuse ([`Pool::cached_pages`], returned by [`Pool::trim`] and
-//! [`Pool::compact`]). `arena.rs` is the only module with unsafe operations. Huge classes
+//! memory its zspages hold, and RSS follows it; only freed zspages' pages stay resident in a
+//! free-run cache for reuse until they have been unused for a decay time or the cache exceeds
+//! its bound ([`MemoryPolicy`], default 1 s and 2 MiB; decay 0 is the kernel's behaviour), so
+//! RSS is `total_pages + cached_pages` ([`Pool::cached_pages`], returned by [`Pool::trim`],
+//! [`Pool::purge_expired`] and [`Pool::compact`]). `arena.rs` is the only module with unsafe operations. Huge classes
 //! hold one object per page with no header.
 //!
 //! **Handles** (`handle.rs`): `generation:24 | class index:8 | slot:32`. Each class has its own
@@ -45,6 +47,7 @@ mod handle;
 mod pool;
 mod stats;
 
+pub use arena::{MemoryPolicy, DEFAULT_FREE_PAGE_DECAY_MS, DEFAULT_MAX_CACHED_PAGES};
 pub use class::{
     ChainRule, ClassInfo, ClassTable, PoolConfig, CLASS_DELTA, DEFAULT_CHAIN_SIZE, HANDLE_SIZE,
     MAX_ALLOC_SIZE, MAX_CHAIN_SIZE, MIN_ALLOC_SIZE, NUM_CLASSES,

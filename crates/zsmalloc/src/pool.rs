@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::arena::Arena;
+use crate::arena::{Arena, MemoryPolicy};
 use crate::class::{ClassInfo, ClassTable, PoolConfig, HANDLE_SIZE, MAX_ALLOC_SIZE};
 use crate::handle::{
     free_state, next_gen, pool_first_gen, state_gen, Entry, Handle, HandleTable, Loc, ALLOCATED,
@@ -375,7 +375,18 @@ impl Drop for ObjRef<'_> {
 impl Pool {
     /// Creates an empty pool; reserves address space only (64 GiB), no memory.
     pub fn new(cfg: PoolConfig) -> Result<Pool, Error> {
-        Self::build(cfg, usize::MAX, DEFAULT_RESERVE_FRAMES)
+        Self::build(
+            cfg,
+            usize::MAX,
+            DEFAULT_RESERVE_FRAMES,
+            MemoryPolicy::default(),
+        )
+    }
+
+    /// Creates an empty pool whose freed memory is kept and returned by `policy` (the only
+    /// way to enable transparent huge pages, which must be chosen before any page is used).
+    pub fn with_memory_policy(cfg: PoolConfig, policy: MemoryPolicy) -> Result<Pool, Error> {
+        Self::build(cfg, usize::MAX, DEFAULT_RESERVE_FRAMES, policy)
     }
 
     /// Creates a pool that holds at most `max_pages` pages; allocations beyond fail with
@@ -387,14 +398,19 @@ impl Pool {
             .saturating_mul(2)
             .saturating_add(256)
             .min(DEFAULT_RESERVE_FRAMES.max(256));
-        Self::build(cfg, max_pages, frames)
+        Self::build(cfg, max_pages, frames, MemoryPolicy::default())
     }
 
-    fn build(cfg: PoolConfig, max_pages: usize, frames: usize) -> Result<Pool, Error> {
+    fn build(
+        cfg: PoolConfig,
+        max_pages: usize,
+        frames: usize,
+        policy: MemoryPolicy,
+    ) -> Result<Pool, Error> {
         let table = ClassTable::new(&cfg)?;
         let mut frames = frames.min(MAX_FRAMES);
         let arena = loop {
-            match Arena::new(frames) {
+            match Arena::with_policy(frames, policy) {
                 Ok(a) => break a,
                 Err(e) if frames / 2 >= MIN_RESERVE_FRAMES => {
                     let _ = e;
@@ -517,7 +533,13 @@ impl Pool {
             // SAFETY: the slot was free until now and WRITING excludes readers, writers, frees
             // and moves; the payload lies within the slot of a live zspage.
             unsafe { self.arena.write(class.payload_off(loc), d) };
-            entry.state.fetch_and(!WRITING, Ordering::Release);
+            // While WRITING is set no other thread changes the state word (every other
+            // transition is a compare-exchange from a state without WRITING), so a plain
+            // release store ends the write. Unlike a locked read-modify-write it does not
+            // wait for the copy's stores (cache misses on the fresh slot) to drain.
+            entry
+                .state
+                .store((gen << GEN_SHIFT) | ALLOCATED, Ordering::Release);
         }
         Ok(Handle::new(gen, class.info.index, slot))
     }
@@ -900,6 +922,7 @@ impl Pool {
             classes,
             total_pages: self.total_pages(),
             pages_compacted: self.pages_compacted(),
+            cached_pages: self.cached_pages(),
         }
     }
 
@@ -1042,16 +1065,36 @@ impl Pool {
         Ok(())
     }
 
-    /// Returns the pages kept resident for reuse by freed zspages (at most 128) to the OS;
-    /// returns how many. [`Pool::compact`] does this too. These pages are not counted by
+    /// Returns every page kept resident for reuse by freed zspages to the OS; returns how
+    /// many. [`Pool::compact`] does this too. These pages are not counted by
     /// [`Pool::total_pages`] (the kernel's freed pages likewise sit on per-CPU lists).
     pub fn trim(&self) -> usize {
         self.arena.trim()
     }
 
-    /// Pages currently kept resident for reuse (not counted by [`Pool::total_pages`]).
+    /// Returns the cached pages whose decay time ([`MemoryPolicy::free_page_decay_ms`]) has
+    /// passed to the OS; returns how many. Zspage allocations and frees do this on their own;
+    /// an idle pool's owner can call it from a timer.
+    pub fn purge_expired(&self) -> usize {
+        self.arena.purge_expired()
+    }
+
+    /// Pages currently kept resident for reuse (not counted by [`Pool::total_pages`]; the
+    /// process RSS of the pool is `total_pages() + cached_pages()`).
     pub fn cached_pages(&self) -> usize {
-        self.arena.warm_pages()
+        self.arena.cached_pages()
+    }
+
+    /// How freed memory is kept and returned.
+    pub fn memory_policy(&self) -> MemoryPolicy {
+        self.arena.policy()
+    }
+
+    /// Changes the decay and cache bound (the huge-page setting only affects memory not yet
+    /// used); pages the new policy no longer allows to be cached go back at once. Returns
+    /// how many.
+    pub fn set_memory_policy(&self, policy: MemoryPolicy) -> usize {
+        self.arena.set_policy(policy)
     }
 
     /// Frames of address space reserved for this pool.

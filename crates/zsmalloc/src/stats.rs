@@ -39,6 +39,9 @@ pub struct PoolStats {
     pub total_pages: usize,
     /// Pages freed by compaction so far.
     pub pages_compacted: u64,
+    /// Pages of freed zspages kept resident for reuse, not in `total_pages`
+    /// ([`crate::Pool::cached_pages`]).
+    pub cached_pages: usize,
 }
 
 impl PoolStats {

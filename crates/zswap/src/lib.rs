@@ -349,14 +349,19 @@ fn with_buf<R>(
     })
 }
 
-/// True if every byte of the page is zero (last word first, as the kernel checks).
+/// True if every byte of the page is zero (first line first: see below).
 #[inline]
 fn is_zero_page(p: &[u8]) -> bool {
-    if p[p.len() - 8..].iter().any(|&b| b != 0) {
+    // The first line decides for almost every page, and compression reads it next anyway
+    // (checking the last line first cost a cache miss of its own); the rest is OR-folded in
+    // 256-byte blocks the compiler vectorizes.
+    let (head, rest) = p.split_at(64.min(p.len()));
+    if head.iter().fold(0u8, |a, &b| a | b) != 0 {
         return false;
     }
-    p.chunks_exact(64)
-        .all(|c| c.iter().fold(0u8, |a, &b| a | b) == 0)
+    let mut blocks = rest.chunks_exact(256);
+    blocks.all(|c| c.iter().fold(0u8, |a, &b| a | b) == 0)
+        && blocks.remainder().iter().all(|&b| b == 0)
 }
 
 #[inline]

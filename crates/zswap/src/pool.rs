@@ -84,7 +84,15 @@ impl Pools {
             chain_size,
             ..PoolConfig::default()
         };
-        let zs = Pool::new(cfg).map_err(Error::Pool)?;
+        // Transparent huge pages: a fresh 4 KiB page costs about 1.2 µs to fault in on the test
+        // VM, 0.5 µs per stored page at a 0.4 ratio (a tenth of an lz4 store); 2 MiB pages
+        // cost about 0.17 µs per 4 KiB. Freed zspages stay cached for the default decay (1 s,
+        // at most 2 MiB), so invalidate-then-store churn neither faults nor splits huge pages.
+        let policy = uzswap_zsmalloc::MemoryPolicy {
+            transparent_huge_pages: true,
+            ..Default::default()
+        };
+        let zs = Pool::with_memory_policy(cfg, policy).map_err(Error::Pool)?;
         let pool = Arc::new(ZPool {
             id: id as u16,
             alg,
