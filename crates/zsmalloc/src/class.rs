@@ -321,43 +321,30 @@ mod tests {
         }
     }
 
+    /// Unique classes, largest normal class and huge_class_size for chain 4 / 8 / 16: seed 004's
+    /// counts for used-percent, kernel-notes' re-derivation for min-waste; same watermarks.
     #[test]
-    fn used_percent_matches_seed_004_counts() {
-        for (chain, unique, largest, huge) in [
-            (4, 69, 3264, 3257),
-            (8, 123, 3632, 3625),
-            (16, 191, 3840, 3833),
+    fn class_counts_and_watermarks_per_rule() {
+        for (rule, uniques) in [
+            (ChainRule::UsedPercent, [69, 123, 191]),
+            (ChainRule::MinWaste, [69, 119, 192]),
         ] {
-            let t = table(chain, ChainRule::UsedPercent);
-            assert_eq!(t.unique_classes().len(), unique, "chain {chain}");
-            let largest_normal = t
-                .unique_classes()
-                .iter()
-                .filter(|c| !c.huge)
-                .map(|c| c.size)
-                .max();
-            assert_eq!(largest_normal, Some(largest));
-            assert_eq!(t.huge_class_size(), huge);
-        }
-    }
-
-    #[test]
-    fn min_waste_matches_kernel_notes_counts() {
-        for (chain, unique, largest, huge) in [
-            (4, 69, 3264, 3257),
-            (8, 119, 3632, 3625),
-            (16, 192, 3840, 3833),
-        ] {
-            let t = table(chain, ChainRule::MinWaste);
-            assert_eq!(t.unique_classes().len(), unique, "chain {chain}");
-            let largest_normal = t
-                .unique_classes()
-                .iter()
-                .filter(|c| !c.huge)
-                .map(|c| c.size)
-                .max();
-            assert_eq!(largest_normal, Some(largest));
-            assert_eq!(t.huge_class_size(), huge);
+            for ((chain, largest, huge), unique) in
+                [(4, 3264, 3257), (8, 3632, 3625), (16, 3840, 3833)]
+                    .into_iter()
+                    .zip(uniques)
+            {
+                let t = table(chain, rule);
+                assert_eq!(t.unique_classes().len(), unique, "{rule} chain {chain}");
+                let largest_normal = t
+                    .unique_classes()
+                    .iter()
+                    .filter(|c| !c.huge)
+                    .map(|c| c.size)
+                    .max();
+                assert_eq!(largest_normal, Some(largest), "{rule} chain {chain}");
+                assert_eq!(t.huge_class_size(), huge, "{rule} chain {chain}");
+            }
         }
     }
 
