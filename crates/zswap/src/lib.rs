@@ -364,6 +364,14 @@ fn is_zero_page(p: &[u8]) -> bool {
         && blocks.remainder().iter().all(|&b| b == 0)
 }
 
+/// Bound of a pool's cache of freed zspage memory: the pool limit (see `pool::memory_policy`).
+fn cache_bound(p: &Params) -> usize {
+    usize::try_from(p.max_pool_pages()).unwrap_or(usize::MAX)
+}
+
+/// How often the idle shrink worker returns expired cached pool memory to the OS.
+const PURGE_INTERVAL: Duration = Duration::from_millis(uzswap_zsmalloc::DEFAULT_FREE_PAGE_DECAY_MS);
+
 #[inline]
 fn pack_slot(slot: SwapSlot) -> u64 {
     (u64::from(slot.area) << 48) | slot.offset
@@ -395,7 +403,7 @@ impl Zswap {
         };
         hot.set(&params);
         let inner = Arc::new(Inner {
-            pools: pool::Pools::new(params.compressor, params.chain_size)?,
+            pools: pool::Pools::new(params.compressor, params.chain_size, cache_bound(&params))?,
             params: Mutex::new(params),
             hot,
             reached_full: AtomicBool::new(false),
@@ -486,6 +494,8 @@ impl Zswap {
         let live = i.pools.live();
         c.pool_total_size =
             live.iter().map(|p| p.zs.total_pages() as u64).sum::<u64>() * PAGE_SIZE as u64;
+        c.pool_cached_size =
+            live.iter().map(|p| p.zs.cached_pages() as u64).sum::<u64>() * PAGE_SIZE as u64;
         c.nr_pools = live.len() as u64;
         c.cgroups = i.cgroups.snapshot();
         c
@@ -510,6 +520,7 @@ impl Zswap {
         {
             // A new limit re-evaluates the hysteresis latch from scratch.
             self.inner.reached_full.store(false, Relaxed);
+            self.inner.pools.set_max_cached_pages(cache_bound(&p));
         }
         *cur = p;
         Ok(())
@@ -1236,7 +1247,13 @@ impl Inner {
             {
                 let mut st = self.worker.state.lock();
                 while !st.pending && !st.stop {
-                    self.worker.cv.wait(&mut st);
+                    if self.worker.cv.wait_for(&mut st, PURGE_INTERVAL).timed_out() {
+                        // Idle: freed pool memory whose decay time passed goes back to the
+                        // OS even if no store or free comes to do it.
+                        drop(st);
+                        self.pools.purge_expired();
+                        st = self.worker.state.lock();
+                    }
                 }
                 if st.stop {
                     st.running = false;

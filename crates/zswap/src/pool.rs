@@ -9,12 +9,12 @@
 //!   pools) that it refreshes only when `generation` changes, i.e. after a switch or a release.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use uzswap_compress::Algorithm;
-use uzswap_zsmalloc::{Pool, PoolConfig};
+use uzswap_zsmalloc::{MemoryPolicy, Pool, PoolConfig};
 
 use crate::poolref::{PoolRef, RefState};
 use crate::Error;
@@ -30,6 +30,27 @@ pub(crate) struct ZPool {
     pub(crate) refs: PoolRef,
 }
 
+/// How a zswap pool keeps the memory of freed zspages.
+///
+/// * Transparent huge pages: fresh anonymous memory costs about 1.2 µs per 4 KiB page to fault
+///   in on the test VM (the kernel clears, charges and maps it), 0.5 µs per stored page at a
+///   0.4 ratio; 2 MiB pages cost about 0.17 µs per 4 KiB.
+/// * Freed zspages stay resident for the decay time (1 s) before going back to the OS, bounded
+///   by `max_cached_pages`, the pool limit. The kernel's zsmalloc gives pages back to the buddy
+///   allocator, which hands them out again without clearing them; user space can only get
+///   memory back from the kernel cleared and faulted in again. Keeping freed runs for a second
+///   is what makes swap-in / swap-out churn cost what it costs the kernel. Since cached pages
+///   come only from frees, the pool's RSS never exceeds its own peak of the last second (itself
+///   at most the limit); the shrink worker returns expired runs when the cache goes idle, and
+///   memory pressure (the shrinker, PSI) returns them at once.
+pub(crate) fn memory_policy(max_cached_pages: usize) -> MemoryPolicy {
+    MemoryPolicy {
+        transparent_huge_pages: true,
+        max_cached_pages,
+        ..MemoryPolicy::default()
+    }
+}
+
 struct Registry {
     current: Option<Arc<ZPool>>,
     live: Vec<Arc<ZPool>>,
@@ -40,6 +61,8 @@ pub(crate) struct Pools {
     reg: Mutex<Registry>,
     generation: AtomicU64,
     instance: u64,
+    /// Current bound of every pool's freed-memory cache (the pool limit, in pages).
+    max_cached_pages: AtomicUsize,
 }
 
 /// A thread's view of one cache's pools.
@@ -57,7 +80,13 @@ thread_local! {
 const SNAPSHOTS_PER_THREAD: usize = 4;
 
 impl Pools {
-    pub(crate) fn new(alg: Algorithm, chain_size: usize) -> Result<Pools, Error> {
+    /// `max_cached_pages`: bound of each pool's cache of freed zspage memory (see
+    /// [`memory_policy`]).
+    pub(crate) fn new(
+        alg: Algorithm,
+        chain_size: usize,
+        max_cached_pages: usize,
+    ) -> Result<Pools, Error> {
         static INSTANCES: AtomicU64 = AtomicU64::new(1);
         let pools = Pools {
             table: (0..MAX_POOLS)
@@ -69,6 +98,7 @@ impl Pools {
             }),
             generation: AtomicU64::new(1),
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
+            max_cached_pages: AtomicUsize::new(max_cached_pages),
         };
         pools.switch(alg, chain_size)?;
         Ok(pools)
@@ -84,14 +114,7 @@ impl Pools {
             chain_size,
             ..PoolConfig::default()
         };
-        // Transparent huge pages: a fresh 4 KiB page costs about 1.2 µs to fault in on the test
-        // VM, 0.5 µs per stored page at a 0.4 ratio (a tenth of an lz4 store); 2 MiB pages
-        // cost about 0.17 µs per 4 KiB. Freed zspages stay cached for the default decay (1 s,
-        // at most 2 MiB), so invalidate-then-store churn neither faults nor splits huge pages.
-        let policy = uzswap_zsmalloc::MemoryPolicy {
-            transparent_huge_pages: true,
-            ..Default::default()
-        };
+        let policy = memory_policy(self.max_cached_pages.load(Ordering::Relaxed));
         let zs = Pool::with_memory_policy(cfg, policy).map_err(Error::Pool)?;
         let pool = Arc::new(ZPool {
             id: id as u16,
@@ -208,6 +231,28 @@ impl Pools {
             .iter()
             .map(|p| p.zs.total_pages() as u64)
             .sum()
+    }
+
+    /// Bound every pool's freed-memory cache by `pages` (the pool limit changed).
+    pub(crate) fn set_max_cached_pages(&self, pages: usize) {
+        let reg = self.reg.lock();
+        self.max_cached_pages.store(pages, Ordering::Relaxed);
+        for p in &reg.live {
+            p.zs.set_memory_policy(memory_policy(pages));
+        }
+    }
+
+    /// Return the cached runs whose decay time has passed to the OS; pages returned.
+    pub(crate) fn purge_expired(&self) -> u64 {
+        self.live()
+            .iter()
+            .map(|p| p.zs.purge_expired() as u64)
+            .sum()
+    }
+
+    /// Return every cached run to the OS (memory pressure); pages returned.
+    pub(crate) fn trim(&self) -> u64 {
+        self.live().iter().map(|p| p.zs.trim() as u64).sum()
     }
 
     pub(crate) fn live(&self) -> Vec<Arc<ZPool>> {

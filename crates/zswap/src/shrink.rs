@@ -347,6 +347,8 @@ impl Inner {
 
     /// One memory-pressure pass over all online cgroups and nodes.
     pub(crate) fn shrink_all(&self, priority: u32) -> u64 {
+        // Freed pool memory kept for reuse is the cheapest thing to give back.
+        self.pools.trim();
         let mut freed = 0;
         for cg in 0..self.cgroups.id_limit() {
             if !self.cgroups.get(cg).is_some_and(|c| c.is_online()) {

@@ -179,6 +179,10 @@ pub struct Counters {
     pub shrinker_freed: u64,
     pub shrink_worker_runs: u64,
     pub shrink_worker_yields: u64,
+    /// Bytes of freed zspages the pools keep resident for reuse (returned to the OS after
+    /// about a second, or at once under memory pressure); the pools' RSS is
+    /// `pool_total_size + pool_cached_size`.
+    pub pool_cached_size: u64,
     /// Pools alive (the current one plus old ones still holding entries).
     pub nr_pools: u64,
     pub cgroups: Vec<CgroupCounters>,
@@ -216,6 +220,7 @@ impl Counters {
             shrinker_freed: g.sum(G::ShrinkerFreed as usize),
             shrink_worker_runs: g.sum(G::ShrinkWorkerRuns as usize),
             shrink_worker_yields: g.sum(G::ShrinkWorkerYields as usize),
+            pool_cached_size: 0,
             nr_pools: 0,
             cgroups: Vec::new(),
         }
@@ -227,7 +232,7 @@ impl Counters {
     pub fn to_kernel_text(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
-        let rows: [(&str, u64); 30] = [
+        let rows: [(&str, u64); 31] = [
             ("pool_limit_hit", self.pool_limit_hit),
             ("reject_reclaim_fail", self.reject_reclaim_fail),
             ("reject_alloc_fail", self.reject_alloc_fail),
@@ -260,6 +265,7 @@ impl Counters {
             ("shrinker_freed", self.shrinker_freed),
             ("shrink_worker_runs", self.shrink_worker_runs),
             ("shrink_worker_yields", self.shrink_worker_yields),
+            ("pool_cached_size", self.pool_cached_size),
             ("nr_pools", self.nr_pools),
         ];
         for (k, v) in rows {

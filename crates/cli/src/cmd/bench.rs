@@ -335,6 +335,17 @@ fn claim_kernel(args: &Args) -> anyhow::Result<Result<KernelSide, String>> {
     }
 }
 
+/// One cache for the whole bench, as a long-running process has: every run ends by
+/// invalidating all it stored, so the next run stores into a pool whose freed memory is still
+/// resident (see `uzswap_zswap`'s pool memory policy), the way zram's next write gets pages
+/// from the kernel's free lists without clearing them. The warm-up run fills the empty pool
+/// with fresh memory; its store rate is reported separately (`store_cold_pages_per_s`).
+struct CacheUnderTest {
+    z: Zswap,
+    swap: Arc<SwapFile>,
+    slots: Vec<SwapSlot>,
+}
+
 struct Bench<'a> {
     args: &'a Args,
     pages: &'a Pages,
@@ -346,7 +357,28 @@ struct Bench<'a> {
 }
 
 impl Bench<'_> {
-    fn run(&self, mut kernel: Option<&mut KernelSide>) -> anyhow::Result<RunResult> {
+    /// The cache every run uses, with its swap file and one slot per page.
+    fn cache(&self) -> anyhow::Result<CacheUnderTest> {
+        let n = self.pages.len();
+        let swap = Arc::new(
+            SwapFile::create_temp(&self.swap_dir, 0, n as u64)
+                .with_context(|| format!("creating a swap file in {}", self.swap_dir.display()))?,
+        );
+        let slots: Vec<SwapSlot> = (0..n)
+            .map(|_| swap.alloc_slot())
+            .collect::<Result<_, _>>()
+            .context("allocating swap slots")?;
+        let z = Zswap::new(self.params.clone()).context("creating the cache")?;
+        z.add_swap_file(swap.clone())
+            .context("adding the swap file")?;
+        Ok(CacheUnderTest { z, swap, slots })
+    }
+
+    fn run(
+        &self,
+        cache: &CacheUnderTest,
+        mut kernel: Option<&mut KernelSide>,
+    ) -> anyhow::Result<RunResult> {
         let alg = self.args.compressor;
         let n = self.pages.len();
         let mut r = RunResult::default();
@@ -368,17 +400,7 @@ impl Bench<'_> {
         }
 
         // Store.
-        let swap = Arc::new(
-            SwapFile::create_temp(&self.swap_dir, 0, n as u64)
-                .with_context(|| format!("creating a swap file in {}", self.swap_dir.display()))?,
-        );
-        let slots: Vec<SwapSlot> = (0..n)
-            .map(|_| swap.alloc_slot())
-            .collect::<Result<_, _>>()
-            .context("allocating swap slots")?;
-        let z = Zswap::new(self.params.clone()).context("creating the cache")?;
-        z.add_swap_file(swap.clone())
-            .context("adding the swap file")?;
+        let CacheUnderTest { z, swap, slots } = cache;
         let (d, outs) = parallel(self.ranges.clone(), |range| {
             let mut rejected = 0u64;
             let mut failed = 0u64;
@@ -608,20 +630,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         catch_interrupts();
     }
     // One warm-up run (untimed), then the timed runs.
+    let cache = bench.cache()?;
     let mut runs = Vec::with_capacity(args.runs);
-    for i in 0..=args.runs {
+    let mut cold = None;
+    for _ in 0..=args.runs {
         if INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
             bail!("interrupted (zram reset)");
         }
-        let r = bench.run(kernel.as_mut().ok())?;
-        if i > 0 {
+        let r = bench.run(&cache, kernel.as_mut().ok())?;
+        if cold.is_none() {
+            cold = Some(r);
+        } else {
             runs.push(r);
         }
     }
+    drop(cache);
+    let cold = cold.expect("the warm-up run ran");
     let kernel_skipped = kernel.as_ref().err().cloned();
     drop(kernel); // resets zram and releases the lock
 
-    let report = Report::new(&args, &pages, &comp, threads, &runs, kernel_skipped);
+    let report = Report::new(&args, &pages, &comp, threads, &cold, &runs, kernel_skipped);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report.json())?);
     } else {
@@ -671,6 +699,7 @@ impl Report {
         pages: &Pages,
         comp: &Compressed,
         threads: usize,
+        cold: &RunResult,
         runs: &[RunResult],
         kernel_skipped: Option<String>,
     ) -> Report {
@@ -704,6 +733,8 @@ impl Report {
             "raw_compress_pages_per_s": median(&rc),
             "raw_decompress_pages_per_s": median(&rd),
             "invalidate_pages_per_s": median(&inv),
+            "store_cold_pages_per_s": cold.store,
+            "store_cold_vs_raw_compress": cold.store / median(&rc),
             "store_pages_per_s_best": best(&store),
             "load_pages_per_s_best": best(&load),
             "store_vs_raw_compress": store_vs_raw,
@@ -745,6 +776,7 @@ impl Report {
             "raw_decompress": cpu(3),
         });
         j["cpu_ns_per_page"]["invalidate"] = json!(cpu(4));
+        j["cpu_ns_per_page"]["store_cold"] = json!(cold.cpu[1]);
         j["store_vs_raw_compress_cpu"] = json!(cpu(0) / cpu(1));
         j["load_vs_raw_decompress_cpu"] = json!(cpu(3) / cpu(2));
         let obj = j.as_object_mut().expect("object");
@@ -901,6 +933,14 @@ impl Report {
             cpu_us("store"),
             Some(f("store_vs_raw_compress")),
             vk("store_vs_zram_write"),
+        );
+        row(
+            &mut s,
+            "store, empty pool (warm-up)",
+            f("store_cold_pages_per_s"),
+            cpu_us("store_cold"),
+            Some(f("store_cold_vs_raw_compress")),
+            None,
         );
         row(
             &mut s,

@@ -1,0 +1,117 @@
+//! The pools' freed memory: kept resident for reuse (like the kernel's free page lists), bounded
+//! by the pool limit, returned to the OS when idle and at once under memory pressure.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{binary_pages, cache, slot, small_params};
+use uzswap_zswap::{CgroupId, LoadOutcome, RejectReason, StoreOutcome, PAGE_SIZE};
+
+const PAGES: usize = 2048;
+
+fn fill(z: &uzswap_zswap::Zswap, pages: &[Vec<u8>]) {
+    for (i, p) in pages.iter().enumerate() {
+        let out = z.store(slot(i as u64), p, CgroupId::ROOT);
+        assert!(
+            matches!(
+                out,
+                StoreOutcome::Stored | StoreOutcome::StoredIncompressible
+            ),
+            "{out:?}"
+        );
+    }
+}
+
+fn invalidate_all(z: &uzswap_zswap::Zswap, n: usize) {
+    for i in 0..n {
+        z.invalidate(slot(i as u64));
+    }
+}
+
+#[test]
+fn freed_pool_memory_is_reused_by_the_next_stores() {
+    let pages = binary_pages(PAGES);
+    let (z, _swap) = cache(small_params(1024), PAGES as u64);
+    fill(&z, &pages);
+    let full = z.counters().pool_total_size;
+    assert!(full > 0);
+    invalidate_all(&z, PAGES);
+    let c = z.counters();
+    assert_eq!(c.pool_total_size, 0, "every zspage freed");
+    assert_eq!(
+        c.pool_cached_size, full,
+        "the freed zspages stay resident for reuse"
+    );
+    fill(&z, &pages);
+    let c = z.counters();
+    assert_eq!(c.pool_total_size, full, "the same pages again");
+    assert_eq!(c.pool_cached_size, 0, "all taken from the cache");
+    let mut buf = vec![0u8; PAGE_SIZE];
+    for (i, p) in pages.iter().enumerate() {
+        assert_eq!(
+            z.load(slot(i as u64), &mut buf, true).unwrap(),
+            LoadOutcome::Hit
+        );
+        assert_eq!(&buf, p);
+    }
+}
+
+#[test]
+fn the_cache_is_bounded_by_the_pool_limit() {
+    let pages = binary_pages(PAGES);
+    // A 2.5 MiB limit, below what the pages need: the cached memory may never exceed it.
+    let mut params = small_params(256);
+    params.max_pool_percent = 1;
+    params.accept_threshold_percent = 100;
+    let limit = params.max_pool_pages() * PAGE_SIZE as u64;
+    let (z, _swap) = cache(params.clone(), PAGES as u64);
+    let mut stored = 0;
+    for (i, p) in pages.iter().enumerate() {
+        if z.store(slot(i as u64), p, CgroupId::ROOT)
+            != StoreOutcome::Rejected(RejectReason::PoolLimit)
+        {
+            stored += 1;
+        }
+    }
+    assert!(
+        stored > 0 && stored < PAGES,
+        "the limit binds ({stored} stored)"
+    );
+    invalidate_all(&z, PAGES);
+    assert!(z.counters().pool_cached_size <= limit);
+    // Lowering the limit gives back what exceeds the new bound at once.
+    params.max_pool_percent = 0;
+    z.set_params(params).unwrap();
+    assert_eq!(z.counters().pool_cached_size, 0);
+}
+
+#[test]
+fn memory_pressure_returns_cached_memory_at_once() {
+    let pages = binary_pages(PAGES);
+    let (z, _swap) = cache(small_params(1024), PAGES as u64);
+    fill(&z, &pages);
+    invalidate_all(&z, PAGES);
+    assert!(z.counters().pool_cached_size > 0);
+    z.shrink_on_pressure(12);
+    assert_eq!(z.counters().pool_cached_size, 0);
+}
+
+#[test]
+fn an_idle_cache_returns_cached_memory_after_the_decay_time() {
+    let pages = binary_pages(PAGES);
+    let (z, _swap) = cache(small_params(1024), PAGES as u64);
+    fill(&z, &pages);
+    invalidate_all(&z, PAGES);
+    assert!(z.counters().pool_cached_size > 0);
+    // No store or free comes; the shrink worker's idle timer returns the memory (decay 1 s,
+    // checked every second).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while z.counters().pool_cached_size > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "cached pool memory was never returned"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
