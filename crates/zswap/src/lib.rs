@@ -650,6 +650,12 @@ impl Zswap {
         self.inner.shrink_all(priority)
     }
 
+    /// Compact every pool now (`zs_compact`; the memory-pressure pass does it too). Returns the
+    /// pages freed.
+    pub fn compact(&self) -> u64 {
+        self.inner.compact_pools()
+    }
+
     /// Queue the background shrink worker (as a store that hits the limit does).
     pub fn kick_shrink_worker(&self) {
         self.inner.kick_worker();
@@ -718,6 +724,12 @@ impl Inner {
     #[inline]
     fn area(&self, a: u32) -> Option<&Area> {
         self.areas.get(a as usize)?.get()
+    }
+
+    fn compact_pools(&self) -> u64 {
+        let freed = self.pools.compact();
+        self.stats.add(G::PoolPagesCompacted as usize, freed);
+        freed
     }
 
     #[inline]

@@ -250,6 +250,12 @@ impl Pools {
             .sum()
     }
 
+    /// Compact every live pool (`zs_compact`, what zsmalloc's own shrinker does under memory
+    /// pressure); pages freed.
+    pub(crate) fn compact(&self) -> u64 {
+        self.live().iter().map(|p| p.zs.compact() as u64).sum()
+    }
+
     /// Return every cached run to the OS (memory pressure); pages returned.
     pub(crate) fn trim(&self) -> u64 {
         self.live().iter().map(|p| p.zs.trim() as u64).sum()

@@ -107,6 +107,16 @@ fn concurrent_model() {
             }
         }));
     }
+    // Compaction (zsmalloc's own shrinker): objects move while they are loaded and freed.
+    {
+        let (z, stop) = (z.clone(), stop.clone());
+        hs.push(std::thread::spawn(move || {
+            while !stop.load(Relaxed) {
+                z.compact();
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }));
+    }
     // Compressor switches (each makes a new pool; old ones drain) and a cgroup removal.
     {
         let (z, stop) = (z.clone(), stop.clone());
@@ -148,6 +158,10 @@ fn concurrent_model() {
         }
     }
     assert!(z.wait_shrink_idle(Duration::from_secs(30)));
+    assert!(
+        z.counters().pool_pages_compacted > 0,
+        "compaction moved objects during the run"
+    );
 
     // Quiescent: every slot agrees with the oracle, and the counters with the slots.
     let (mut stored, mut zero, mut raw) = (0u64, 0u64, 0u64);

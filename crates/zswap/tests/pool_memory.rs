@@ -115,3 +115,37 @@ fn an_idle_cache_returns_cached_memory_after_the_decay_time() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn memory_pressure_compacts_fragmented_pools() {
+    let pages = binary_pages(PAGES);
+    let (z, _swap) = cache(small_params(1024), PAGES as u64);
+    fill(&z, &pages);
+    // Free every other page: most zspages stay half used.
+    for i in (0..PAGES).step_by(2) {
+        z.invalidate(slot(i as u64));
+    }
+    let before = z.counters().pool_total_size;
+    let freed = z.compact();
+    let c = z.counters();
+    assert!(freed > 0, "compaction freed pages");
+    assert_eq!(c.pool_pages_compacted, freed);
+    assert_eq!(c.pool_total_size, before - freed * PAGE_SIZE as u64);
+    // A second fragmentation, compacted by the pressure pass.
+    for i in (1..PAGES).step_by(4) {
+        z.invalidate(slot(i as u64));
+    }
+    let before = z.counters().pool_total_size;
+    z.shrink_on_pressure(12);
+    let c = z.counters();
+    assert!(c.pool_total_size < before);
+    assert!(c.pool_pages_compacted > freed);
+    let mut buf = vec![0u8; PAGE_SIZE];
+    for i in (3..PAGES).step_by(4) {
+        assert_eq!(
+            z.load(slot(i as u64), &mut buf, false).unwrap(),
+            LoadOutcome::Hit
+        );
+        assert_eq!(buf, pages[i], "page {i} moved intact");
+    }
+}

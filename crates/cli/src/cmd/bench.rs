@@ -758,6 +758,18 @@ impl Report {
                 "raw_decompress_pages_per_s": rd,
             },
         });
+        // Per-run ratios, then their median: each pair of phases ran back to back, so a slow
+        // spell of the machine that spans several runs cancels out of these.
+        let paired =
+            |a: &[f64], b: &[f64]| median(&a.iter().zip(b).map(|(x, y)| x / y).collect::<Vec<_>>());
+        j["paired_ratios"] = json!({
+            "store_vs_raw_compress": paired(&store, &rc),
+            "load_vs_raw_decompress": paired(&load, &rd),
+        });
+        if let (Some(zw), Some(zr)) = (&zw, &zr) {
+            j["paired_ratios"]["store_vs_zram_write"] = json!(paired(&store, zw));
+            j["paired_ratios"]["load_vs_zram_read"] = json!(paired(&load, zr));
+        }
         j["machine"] = machine();
         let ss = &last.swap_stats;
         j["swap_file"] = json!({
