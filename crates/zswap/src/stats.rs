@@ -366,3 +366,36 @@ impl Counters {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// More threads than stripes, in waves, so stripes are owned, shared, given back and
+    /// claimed again: no update is lost and gauges balance.
+    #[test]
+    fn striped_counts_survive_owned_shared_and_reclaimed_stripes() {
+        let s = std::sync::Arc::new(Striped::<2>::new());
+        let threads = nr_stripes() * 3;
+        for _wave in 0..3 {
+            let hs: Vec<_> = (0..threads)
+                .map(|_| {
+                    let s = s.clone();
+                    std::thread::spawn(move || {
+                        for _ in 0..10_000 {
+                            s.add(0, 1);
+                            s.add(1, 3);
+                            s.sub(1, 2);
+                        }
+                    })
+                })
+                .collect();
+            for h in hs {
+                h.join().unwrap();
+            }
+        }
+        let n = 3 * threads as u64 * 10_000;
+        assert_eq!(s.sum(0), n);
+        assert_eq!(s.gauge(1), n);
+    }
+}
