@@ -450,13 +450,6 @@ impl Arena {
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(off), data.len()) }
     }
 
-    /// Hints the CPU to fetch the cache line at byte offset `off` for writing. Never faults,
-    /// whatever `off` is.
-    #[inline]
-    pub(crate) fn prefetch_write(&self, off: usize) {
-        prefetch_write(self.base.wrapping_add(off));
-    }
-
     /// Copies `len` bytes from offset `src` to offset `dst` (non-overlapping slots).
     ///
     /// # Safety
@@ -496,20 +489,6 @@ impl Drop for Arena {
         // borrow of the arena's bytes is alive.
         unsafe { sys::release(self.map_base, self.map_len) }
     }
-}
-
-/// Hints the CPU to fetch the line holding `p` for writing (PREFETCHW). A prefetch never
-/// faults and changes no memory, so any address is fine.
-#[inline]
-pub(crate) fn prefetch_write<T>(p: *const T) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: a prefetch is only a hint: it reads no value, cannot fault and has no effect on
-    // program state, whatever the address.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_ET0 }>(p.cast());
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = p;
 }
 
 #[cfg(not(miri))]

@@ -268,25 +268,6 @@ impl ClassInner {
         (self.obj_allocated - self.obj_used) / self.opz * self.ppz
     }
 
-    /// Starts fetching what the next allocation in this class will touch: the header of the
-    /// next free slot (its free-list link) and the next free handle entry. An allocation
-    /// otherwise meets these as a chain of dependent cache misses under the class lock; by
-    /// the class's next allocation the lines are usually there.
-    #[inline]
-    fn prefetch_next_alloc(&self, class: &SizeClass, arena: &Arena) {
-        if let Some(id) = self.find_get_zspage() {
-            let z = &self.zspages[id as usize];
-            if z.freeobj != NONE {
-                arena.prefetch_write(self.slot_off(z.frame, z.freeobj));
-            }
-        }
-        if let Some(&slot) = self.free_handles.last() {
-            if let Some(e) = class.handles.get(slot) {
-                crate::arena::prefetch_write(e);
-            }
-        }
-    }
-
     fn take_handle_slot(&mut self) -> Result<u32, Error> {
         if let Some(s) = self.free_handles.pop() {
             return Ok(s);
@@ -533,7 +514,6 @@ impl Pool {
         let obj_idx = g.obj_malloc(id, slot, &self.arena);
         g.fix_fullness(id);
         g.obj_used += 1;
-        g.prefetch_next_alloc(class, &self.arena);
         let loc = Loc {
             zsid: id,
             obj_idx,
