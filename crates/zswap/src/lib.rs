@@ -10,9 +10,12 @@
 //! **Data layout** (see `index.rs`): per swap area a table of u32 slot words, split in shards
 //! of 4096 slots, each shard under a mutex. A slot word is empty, a zero page (no entry, no
 //! pool memory), or the index of a 24-byte entry `{handle, cgroup, lru node, pool, length,
-//! node, referenced}` in the shard's slab, plus `ON_DISK` / `LOADING` / `WRITEBACK` bits.
+//! node, referenced}` in the shard's slab, plus `ON_DISK` / `LOADING` / `WRITEBACK` bits; a
+//! slot on disk holds its owner cgroup in the value bits (the kernel's swap_cgroup record).
 //! The LRU lists (`lru.rs`) are intrusive lists of 16-byte nodes holding the packed slot.
 //! Counters are striped per thread (`stats.rs`); pool references are striped (`poolref.rs`).
+//! Each pool keeps the memory of freed zspages for a second, bounded by the pool limit
+//! (`pool::memory_policy`); the idle shrink worker and memory pressure give it back.
 //!
 //! **Store**: zero check → limits (cgroup zswap.max, pool limit) → compress into a per-thread
 //! buffer outside any lock → `alloc_write` into the current pool → LRU node → counters, charge
