@@ -6,7 +6,6 @@
 //! ```text
 //!  31 30        29       28       27 ........................ 0
 //!  -- WRITEBACK LOADING  ON_DISK  value: 0 = empty, 1 = zero page, n >= 2 = entry n - 2
-//!                        1        owner cgroup id (the value is empty: the page is on disk)
 //! ```
 //!
 //! `SlotValue` is the only way the rest of the crate sees a word's value, and zero pages exist
@@ -16,9 +15,7 @@
 //! `LOADING` / `WRITEBACK` mark a slot "in flight" (the kernel's locked swap-cache folio): the
 //! load or writeback that set the bit owns the slot until it clears it, with the shard lock
 //! dropped in between; every other operation on that slot waits on the shard's condvar.
-//! `ON_DISK` says the swap file block holds this slot's content (written back or swapped out);
-//! the slot then holds nothing else, and its value bits record the cgroup that owned the page
-//! (the kernel's swap_cgroup record), so a swap-in from disk credits the right LRU.
+//! `ON_DISK` says the swap file block holds this slot's content (written back or swapped out).
 
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -49,10 +46,6 @@ impl SlotWord {
     pub(crate) const EMPTY: SlotWord = SlotWord(0);
 
     pub(crate) fn value(self) -> SlotValue {
-        if self.0 & ON_DISK != 0 {
-            // The value bits hold the owner (see `on_disk_for`).
-            return SlotValue::Empty;
-        }
         match self.0 & VALUE_MASK {
             0 => SlotValue::Empty,
             1 => SlotValue::Zero,
@@ -65,19 +58,17 @@ impl SlotWord {
             SlotValue::Zero => 1,
             SlotValue::Entry(i) => i + 2,
         };
-        SlotWord((self.0 & !(VALUE_MASK | ON_DISK)) | bits)
-    }
-    /// A slot whose page is only in the swap file, owned by cgroup `owner`.
-    pub(crate) fn on_disk_for(owner: u32) -> SlotWord {
-        debug_assert!(owner <= VALUE_MASK);
-        SlotWord(ON_DISK | (owner & VALUE_MASK))
+        SlotWord((self.0 & !VALUE_MASK) | bits)
     }
     pub(crate) fn on_disk(self) -> bool {
         self.0 & ON_DISK != 0
     }
-    /// The cgroup that owned the page on disk.
-    pub(crate) fn disk_owner(self) -> Option<u32> {
-        self.on_disk().then_some(self.0 & VALUE_MASK)
+    pub(crate) fn with_on_disk(self, on: bool) -> SlotWord {
+        SlotWord(if on {
+            self.0 | ON_DISK
+        } else {
+            self.0 & !ON_DISK
+        })
     }
     pub(crate) fn loading(self) -> bool {
         self.0 & LOADING != 0
@@ -262,27 +253,16 @@ mod tests {
 
     #[test]
     fn slot_word_round_trip() {
-        let w = SlotWord::EMPTY.with_value(SlotValue::Entry(7));
+        let w = SlotWord::EMPTY
+            .with_value(SlotValue::Entry(7))
+            .with_on_disk(true);
         assert_eq!(w.value(), SlotValue::Entry(7));
-        assert!(!w.on_disk() && !w.busy() && w.disk_owner().is_none());
+        assert!(w.on_disk() && !w.busy());
         let b = w.with_writeback();
         assert!(b.busy() && !b.loading());
         assert_eq!(b.idle(), w);
         assert_eq!(w.with_value(SlotValue::Zero).value(), SlotValue::Zero);
-        // On disk: the value bits are the owner, never an entry or a zero page.
-        for owner in [0, 1, 2, 9, crate::MAX_CGROUPS as u32 - 1] {
-            let d = SlotWord::on_disk_for(owner);
-            assert_eq!((d.value(), d.disk_owner()), (SlotValue::Empty, Some(owner)));
-            let l = d.with_loading();
-            assert_eq!(
-                (l.value(), l.disk_owner(), l.busy()),
-                (SlotValue::Empty, Some(owner), true)
-            );
-            assert_eq!(l.idle(), d);
-            // A new value replaces the page on disk and its owner.
-            let z = d.with_value(SlotValue::Zero);
-            assert_eq!((z.value(), z.on_disk()), (SlotValue::Zero, false));
-        }
+        assert!(w.with_value(SlotValue::Empty).on_disk());
         assert_eq!(std::mem::size_of::<Entry>(), 24);
     }
 

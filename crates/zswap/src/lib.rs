@@ -62,7 +62,7 @@ use serde::Serialize;
 use uzswap_zsmalloc::Handle;
 
 pub use cgroup::{CgroupId, MAX_CGROUPS};
-pub use numa::{nr_nodes, MAX_NODES};
+pub use numa::nr_nodes;
 pub use params::{mem_total_bytes, Params, WarmProtection};
 pub use pool::MAX_POOLS;
 pub use pressure::PressureConfig;
@@ -113,8 +113,6 @@ pub enum Error {
     WritebackDisabled(u32),
     #[error("pressure monitor: {0}")]
     Pressure(String),
-    #[error("no NUMA node {0} (the cache has numa_nodes of them)")]
-    NoSuchNode(usize),
 }
 
 /// Why a store was not accepted.
@@ -142,8 +140,6 @@ pub enum RejectReason {
     BadPageLength,
     /// Unknown cgroup.
     NoSuchCgroup,
-    /// The node is not below `numa_nodes`.
-    NoSuchNode,
 }
 
 /// Result of a store.
@@ -241,15 +237,6 @@ impl FaultHooks {
 struct Area {
     swap: Arc<SwapFile>,
     index: AreaIndex,
-}
-
-/// A located slot: its area, its shard and its index in the shard.
-#[derive(Clone, Copy)]
-struct SlotAt<'a> {
-    area: &'a Area,
-    shard: &'a Shard,
-    i: usize,
-    slot: SwapSlot,
 }
 
 /// Parameters read on the hot path, kept as atomics (the full `Params` sits behind a mutex).
@@ -405,7 +392,7 @@ impl Zswap {
     /// A cache with these parameters and no swap area yet; starts the shrink worker thread.
     pub fn new(params: Params) -> Result<Zswap, Error> {
         params.validate()?;
-        let nodes = params.numa_nodes;
+        let nodes = numa::nr_nodes();
         let hot = HotParams {
             enabled: AtomicBool::new(false),
             max_pages: AtomicU64::new(0),
@@ -470,23 +457,7 @@ impl Zswap {
     /// dropped, whatever the outcome (a rejected page goes to the swap file, so no stale copy may
     /// remain).
     pub fn store(&self, slot: SwapSlot, page: &[u8], cg: CgroupId) -> StoreOutcome {
-        self.inner.store(slot, page, cg, self.inner.this_node())
-    }
-
-    /// `store` for a page that lives on NUMA node `node` (the kernel files an entry on the
-    /// LRU list of its page's node; `store` uses the calling thread's node). An embedder that
-    /// knows its pages' nodes (a VMM with a guest NUMA layout) passes them here.
-    pub fn store_on_node(
-        &self,
-        slot: SwapSlot,
-        page: &[u8],
-        cg: CgroupId,
-        node: usize,
-    ) -> StoreOutcome {
-        if node >= self.inner.nodes {
-            return StoreOutcome::Rejected(RejectReason::NoSuchNode);
-        }
-        self.inner.store(slot, page, cg, node)
+        self.inner.store(slot, page, cg)
     }
 
     /// `zswap_load`: fill `page` with the slot's content from the pool (`Hit`), from the swap
@@ -499,23 +470,7 @@ impl Zswap {
         page: &mut [u8],
         exclusive: bool,
     ) -> Result<LoadOutcome, Error> {
-        self.inner
-            .load(slot, page, exclusive, self.inner.this_node())
-    }
-
-    /// `load` into a page on NUMA node `node`: a page read back from the swap file credits the
-    /// LRU of (its owner cgroup, `node`), as the kernel credits the new folio's lruvec.
-    pub fn load_on_node(
-        &self,
-        slot: SwapSlot,
-        page: &mut [u8],
-        exclusive: bool,
-        node: usize,
-    ) -> Result<LoadOutcome, Error> {
-        if node >= self.inner.nodes {
-            return Err(Error::NoSuchNode(node));
-        }
-        self.inner.load(slot, page, exclusive, node)
+        self.inner.load(slot, page, exclusive)
     }
 
     /// `zswap_invalidate`: forget the slot's content (entry, zero mark and swap-file block).
@@ -532,21 +487,7 @@ impl Zswap {
         page: &[u8],
         cg: CgroupId,
     ) -> Result<StoreOutcome, Error> {
-        self.inner.swap_out(slot, page, cg, self.inner.this_node())
-    }
-
-    /// `swap_out` for a page on NUMA node `node` (see [`Zswap::store_on_node`]).
-    pub fn swap_out_on_node(
-        &self,
-        slot: SwapSlot,
-        page: &[u8],
-        cg: CgroupId,
-        node: usize,
-    ) -> Result<StoreOutcome, Error> {
-        if node >= self.inner.nodes {
-            return Err(Error::NoSuchNode(node));
-        }
-        self.inner.swap_out(slot, page, cg, node)
+        self.inner.swap_out(slot, page, cg)
     }
 
     /// Every counter, with the pool size and per-cgroup figures.
@@ -573,12 +514,6 @@ impl Zswap {
     pub fn set_params(&self, p: Params) -> Result<(), Error> {
         p.validate()?;
         let mut cur = self.inner.params.lock();
-        if p.numa_nodes != cur.numa_nodes {
-            return Err(Error::InvalidParam(format!(
-                "numa_nodes is fixed when the cache is created ({}; asked for {})",
-                cur.numa_nodes, p.numa_nodes
-            )));
-        }
         if p.compressor != cur.compressor || p.chain_size != cur.chain_size {
             self.inner.pools.switch(p.compressor, p.chain_size)?;
         }
@@ -794,12 +729,6 @@ impl Inner {
         self.areas.get(a as usize)?.get()
     }
 
-    /// The node of the calling thread's CPU (within the cache's node count).
-    #[inline]
-    fn this_node(&self) -> usize {
-        numa::current_node(self.nodes)
-    }
-
     fn compact_pools(&self) -> u64 {
         let freed = self.pools.compact();
         self.stats.add(G::PoolPagesCompacted as usize, freed);
@@ -811,7 +740,7 @@ impl Inner {
         self.stats.add(g as usize, 1);
     }
 
-    fn store(&self, slot: SwapSlot, page: &[u8], cg: CgroupId, node: usize) -> StoreOutcome {
+    fn store(&self, slot: SwapSlot, page: &[u8], cg: CgroupId) -> StoreOutcome {
         let _hot = HotGuard::new(&self.hot_ops);
         if page.len() != PAGE_SIZE {
             return StoreOutcome::Rejected(RejectReason::BadPageLength);
@@ -830,13 +759,7 @@ impl Inner {
             self.store_zero(area, shard, i, slot);
             return StoreOutcome::StoredZero;
         }
-        let at = SlotAt {
-            area,
-            shard,
-            i,
-            slot,
-        };
-        match self.store_compressed(at, page, cg, node) {
+        match self.store_compressed(area, shard, i, slot, page, cg) {
             Ok(o) => o,
             Err(reason) => {
                 // check_old: a stale copy must not survive a failed store.
@@ -959,17 +882,13 @@ impl Inner {
 
     fn store_compressed(
         &self,
-        at: SlotAt<'_>,
+        area: &Area,
+        shard: &Shard,
+        i: usize,
+        slot: SwapSlot,
         page: &[u8],
         cg: u32,
-        node: usize,
     ) -> Result<StoreOutcome, RejectReason> {
-        let SlotAt {
-            area,
-            shard,
-            i,
-            slot,
-        } = at;
         if !self.hot.enabled.load(Relaxed) {
             self.count(G::RejectDisabled);
             return Err(RejectReason::Disabled);
@@ -1074,6 +993,7 @@ impl Inner {
             self.pools.put(pool);
             return Err(RejectReason::NoSuchCgroup);
         };
+        let node = numa::current_node(self.nodes);
         let warm = self.hot.warm();
         let lru = if FaultHooks::take(&self.faults.fail_entry_allocs) {
             None
@@ -1159,13 +1079,7 @@ impl Inner {
         }
     }
 
-    fn load(
-        &self,
-        slot: SwapSlot,
-        page: &mut [u8],
-        exclusive: bool,
-        node: usize,
-    ) -> Result<LoadOutcome, Error> {
+    fn load(&self, slot: SwapSlot, page: &mut [u8], exclusive: bool) -> Result<LoadOutcome, Error> {
         let _hot = HotGuard::new(&self.hot_ops);
         if page.len() != PAGE_SIZE {
             return Err(Error::BadPageLength(page.len()));
@@ -1235,14 +1149,13 @@ impl Inner {
                     // Keep the block: the error may be transient, and it is reported.
                     Err(_) => true,
                 };
-                // `w` is the idle on-disk word, owner included.
-                t.set_word(i, if still_on_disk { w } else { SlotWord::EMPTY });
+                t.set_word(i, w.with_on_disk(still_on_disk));
                 shard.wake(&t);
                 drop(t);
                 match r {
                     Ok(()) => {
                         self.count(G::Pswpin);
-                        self.note_disk_swapin(w.disk_owner().unwrap_or(0), node);
+                        self.note_disk_swapin();
                         Ok(LoadOutcome::FromSwapFile)
                     }
                     Err(uzswap_swapfile::Error::NotWritten(_)) => Ok(LoadOutcome::Absent),
@@ -1260,19 +1173,16 @@ impl Inner {
         }
     }
 
-    /// A page came back from disk: feedback for the shrinker of its (cgroup, node), as
-    /// `zswap_folio_swapin` credits the new folio's lruvec. The owner recorded when the page
-    /// went to disk may have gone offline since: its nearest online ancestor, which absorbed its
-    /// lists, is credited.
-    fn note_disk_swapin(&self, owner: u32, node: usize) {
-        let Some(c) = self.cgroups.get(self.cgroups.resolve(owner)) else {
-            return;
-        };
-        match self.hot.warm() {
-            WarmProtection::SecondChance => {
-                c.disk_swapins[node].fetch_add(1, Relaxed);
+    /// A page came back from disk: feedback for the shrinker (seed 001 / second chance). The
+    /// page's cgroup is not known here, so it is credited to the root's node-0 list.
+    fn note_disk_swapin(&self) {
+        if let Some(root) = self.cgroups.get(0) {
+            match self.hot.warm() {
+                WarmProtection::SecondChance => {
+                    root.disk_swapins[0].fetch_add(1, Relaxed);
+                }
+                WarmProtection::ProtectedSize => root.lists[0].lock().nr_protected += 1,
             }
-            WarmProtection::ProtectedSize => c.lists[node].lock().nr_protected += 1,
         }
     }
 
@@ -1286,14 +1196,8 @@ impl Inner {
         self.replace_slot(area, shard, i, slot, SlotValue::Empty);
     }
 
-    fn swap_out(
-        &self,
-        slot: SwapSlot,
-        page: &[u8],
-        cg: CgroupId,
-        node: usize,
-    ) -> Result<StoreOutcome, Error> {
-        let out = self.store(slot, page, cg, node);
+    fn swap_out(&self, slot: SwapSlot, page: &[u8], cg: CgroupId) -> Result<StoreOutcome, Error> {
+        let out = self.store(slot, page, cg);
         let StoreOutcome::Rejected(reason) = out else {
             return Ok(out);
         };
@@ -1321,14 +1225,7 @@ impl Inner {
         self.after_replace(w, old, false);
         let r = area.swap.write_page(slot, page);
         let mut t = shard.table.lock();
-        t.set_word(
-            i,
-            if r.is_ok() {
-                SlotWord::on_disk_for(self.cgroups.resolve(cg.0))
-            } else {
-                SlotWord::EMPTY
-            },
-        );
+        t.set_word(i, SlotWord::EMPTY.with_on_disk(r.is_ok()));
         shard.wake(&t);
         drop(t);
         match r {

@@ -3,9 +3,6 @@
 
 use std::sync::OnceLock;
 
-/// Most nodes a cache splits its LRU into (an entry records its node in a byte).
-pub const MAX_NODES: usize = 64;
-
 struct Topology {
     nodes: usize,
     cpu_to_node: Vec<u8>,
@@ -31,7 +28,7 @@ fn topology() -> &'static Topology {
     T.get_or_init(|| {
         let online = std::fs::read_to_string("/sys/devices/system/node/online").unwrap_or_default();
         let nodes = parse_list(&online);
-        let nr = nodes.iter().max().map_or(1, |m| m + 1).clamp(1, MAX_NODES);
+        let nr = nodes.iter().max().map_or(1, |m| m + 1).clamp(1, 64);
         let mut cpu_to_node = Vec::new();
         if nr > 1 {
             for n in nodes {

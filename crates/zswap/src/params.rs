@@ -66,11 +66,6 @@ pub struct Params {
     /// synchronously (the kernel's behaviour); `false` rejects at once and has the background
     /// worker write the cgroup's coldest entries back until it is under its limit.
     pub memcg_limit_sync_writeback: bool,
-    /// NUMA nodes the LRU is split into (one list per cgroup and node, as list_lru). Default:
-    /// the machine's (`/sys/devices/system/node/online`); more than the machine has is fine
-    /// for pages whose node the embedder knows (`Zswap::store_on_node`). Fixed when the
-    /// cache is created.
-    pub numa_nodes: usize,
 }
 
 impl Default for Params {
@@ -87,7 +82,6 @@ impl Default for Params {
             reject_compress_poor: false,
             warm_protection: WarmProtection::SecondChance,
             memcg_limit_sync_writeback: true,
-            numa_nodes: crate::numa::nr_nodes(),
         }
     }
 }
@@ -110,13 +104,6 @@ impl Params {
             return Err(Error::InvalidParam(format!(
                 "chain_size {} not in 4..=16",
                 self.chain_size
-            )));
-        }
-        if !(1..=crate::numa::MAX_NODES).contains(&self.numa_nodes) {
-            return Err(Error::InvalidParam(format!(
-                "numa_nodes {} not in 1..={}",
-                self.numa_nodes,
-                crate::numa::MAX_NODES
             )));
         }
         if self.total_memory_bytes < crate::PAGE_SIZE as u64 {

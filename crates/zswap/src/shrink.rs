@@ -115,7 +115,7 @@ impl Inner {
         match res {
             Ok(()) => {
                 t.free_entry(ei);
-                t.set_word(i, SlotWord::on_disk_for(e.cgroup));
+                t.set_word(i, SlotWord::EMPTY.with_on_disk(true));
                 shard.wake(&t);
                 drop(t);
                 self.release_entry(e);
