@@ -9,8 +9,9 @@
 //!
 //! **Data layout** (see `index.rs`): per swap area a table of u32 slot words, split in shards
 //! of 4096 slots, each shard under a mutex. A slot word is empty, a zero page (no entry, no
-//! pool memory), or the index of a 24-byte entry `{handle, cgroup, lru node, pool, length,
-//! node, referenced}` in the shard's slab, plus `ON_DISK` / `LOADING` / `WRITEBACK` bits.
+//! pool memory), the index of a 24-byte entry `{handle, cgroup, lru node, pool, length, node,
+//! referenced}` in the shard's slab, or `ON_DISK` with the id of the cgroup that owned the page
+//! (the kernel's swap_cgroup, for the disk refault credit), plus `LOADING` / `WRITEBACK` bits.
 //! The LRU lists (`lru.rs`) are intrusive lists of 16-byte nodes holding the packed slot.
 //! Counters are striped per thread (`stats.rs`); pool references are striped (`poolref.rs`).
 //!
@@ -574,7 +575,7 @@ impl Zswap {
         let (shard, idx) = i.area(slot.area)?.index.locate(slot.offset)?;
         let (t, w) = shard.lock_idle(idx);
         Some(match w.value() {
-            SlotValue::Empty => SlotState::Empty,
+            SlotValue::Empty | SlotValue::OnDisk(_) => SlotState::Empty,
             SlotValue::Zero => SlotState::Zero,
             SlotValue::Entry(e) => {
                 let e = *t.entry(e);
@@ -762,7 +763,7 @@ impl Inner {
     fn replace_slot(&self, area: &Area, shard: &Shard, i: usize, slot: SwapSlot, new: SlotValue) {
         debug_assert!(!matches!(new, SlotValue::Entry(_)));
         let (mut t, w) = shard.lock_idle(i);
-        if w.value() == SlotValue::Empty && new == SlotValue::Empty && !w.on_disk() {
+        if w.value() == SlotValue::Empty && new == SlotValue::Empty {
             return;
         }
         let old = self.take_entry(&mut t, w);
@@ -1108,7 +1109,7 @@ impl Inner {
                 self.cgroups.event(e.cgroup, C::Zswpin);
                 Ok(LoadOutcome::Hit)
             }
-            SlotValue::Empty if w.on_disk() => {
+            SlotValue::OnDisk(owner) => {
                 t.set_word(i, w.with_loading());
                 drop(t);
                 let r = area.swap.read_page(slot, page);
@@ -1123,13 +1124,20 @@ impl Inner {
                     // Keep the block: the error may be transient, and it is reported.
                     Err(_) => true,
                 };
-                t.set_word(i, w.with_on_disk(still_on_disk));
+                t.set_word(
+                    i,
+                    if still_on_disk {
+                        w
+                    } else {
+                        w.with_value(SlotValue::Empty)
+                    },
+                );
                 shard.wake(&t);
                 drop(t);
                 match r {
                     Ok(()) => {
                         self.count(G::Pswpin);
-                        self.note_disk_swapin();
+                        self.note_disk_swapin(owner, numa::current_node(self.nodes));
                         Ok(LoadOutcome::FromSwapFile)
                     }
                     Err(uzswap_swapfile::Error::NotWritten(_)) => Ok(LoadOutcome::Absent),
@@ -1147,16 +1155,20 @@ impl Inner {
         }
     }
 
-    /// A page came back from disk: feedback for the shrinker (seed 001 / second chance). The
-    /// page's cgroup is not known here, so it is credited to the root's node-0 list.
-    fn note_disk_swapin(&self) {
-        if let Some(root) = self.cgroups.get(0) {
-            match self.hot.warm() {
-                WarmProtection::SecondChance => {
-                    root.disk_swapins[0].fetch_add(1, Relaxed);
-                }
-                WarmProtection::ProtectedSize => root.lists[0].lock().nr_protected += 1,
+    /// A page came back from disk: feedback for the shrinker (seed 001 / second chance), on the
+    /// list of the page's owner and the node the page is read into, as `zswap_folio_swapin`
+    /// credits the new folio's lruvec. An offline owner's credit goes to the nearest online
+    /// ancestor, which walks its lists (the kernel charges the faulting task's memcg then,
+    /// which this API doesn't know).
+    fn note_disk_swapin(&self, owner: u32, node: usize) {
+        let Some(c) = self.cgroups.get(self.cgroups.resolve(owner)) else {
+            return;
+        };
+        match self.hot.warm() {
+            WarmProtection::SecondChance => {
+                c.disk_swapins[node].fetch_add(1, Relaxed);
             }
+            WarmProtection::ProtectedSize => c.lists[node].lock().nr_protected += 1,
         }
     }
 
@@ -1199,7 +1211,12 @@ impl Inner {
         self.after_replace(w, old, false);
         let r = area.swap.write_page(slot, page);
         let mut t = shard.table.lock();
-        t.set_word(i, SlotWord::EMPTY.with_on_disk(r.is_ok()));
+        let value = if r.is_ok() {
+            SlotValue::OnDisk(cg.0)
+        } else {
+            SlotValue::Empty
+        };
+        t.set_word(i, SlotWord::EMPTY.with_value(value));
         shard.wake(&t);
         drop(t);
         match r {
