@@ -60,7 +60,7 @@ use serde::Serialize;
 use uzswap_zsmalloc::Handle;
 
 pub use cgroup::{CgroupId, MAX_CGROUPS};
-pub use numa::nr_nodes;
+pub use numa::{nr_nodes, MAX_NUMA_NODES};
 pub use params::{mem_total_bytes, Params, WarmProtection};
 pub use pool::MAX_POOLS;
 pub use pressure::PressureConfig;
@@ -101,6 +101,8 @@ pub enum Error {
     InvalidParam(String),
     #[error("no cgroup {0}")]
     NoSuchCgroup(u32),
+    #[error("no NUMA node {0} (see Params::numa_nodes)")]
+    NoSuchNode(usize),
     #[error("cgroup {0} still has online children")]
     CgroupBusy(u32),
     #[error("too many cgroups (at most {MAX_CGROUPS})")]
@@ -138,6 +140,8 @@ pub enum RejectReason {
     BadPageLength,
     /// Unknown cgroup.
     NoSuchCgroup,
+    /// The node given to `store_on_node` is not below `Params::numa_nodes`.
+    NoSuchNode,
 }
 
 /// Result of a store.
@@ -382,7 +386,7 @@ impl Zswap {
     /// A cache with these parameters and no swap area yet; starts the shrink worker thread.
     pub fn new(params: Params) -> Result<Zswap, Error> {
         params.validate()?;
-        let nodes = numa::nr_nodes();
+        let nodes = params.numa_nodes;
         let hot = HotParams {
             enabled: AtomicBool::new(false),
             max_pages: AtomicU64::new(0),
@@ -447,7 +451,21 @@ impl Zswap {
     /// dropped, whatever the outcome (a rejected page goes to the swap file, so no stale copy may
     /// remain).
     pub fn store(&self, slot: SwapSlot, page: &[u8], cg: CgroupId) -> StoreOutcome {
-        self.inner.store(slot, page, cg)
+        self.inner.store(slot, page, cg, None)
+    }
+
+    /// `store` with the page's NUMA node given (the kernel's `page_to_nid`) instead of the
+    /// calling CPU's: the entry goes on the (`cg`, `node`) LRU list. For embedders that know
+    /// where a page lives, e.g. a VMM and its guest's nodes. A node not below
+    /// `Params::numa_nodes` is rejected (`NoSuchNode`) without touching the slot.
+    pub fn store_on_node(
+        &self,
+        slot: SwapSlot,
+        page: &[u8],
+        cg: CgroupId,
+        node: usize,
+    ) -> StoreOutcome {
+        self.inner.store(slot, page, cg, Some(node))
     }
 
     /// `zswap_load`: fill `page` with the slot's content from the pool (`Hit`), from the swap
@@ -460,7 +478,21 @@ impl Zswap {
         page: &mut [u8],
         exclusive: bool,
     ) -> Result<LoadOutcome, Error> {
-        self.inner.load(slot, page, exclusive)
+        self.inner.load(slot, page, exclusive, None)
+    }
+
+    /// `load` into a page on NUMA node `node` rather than the calling CPU's. The node only
+    /// matters for a page read from the swap file: its refault credit goes to the (owner
+    /// cgroup, `node`) list, as the kernel credits the lruvec of the newly allocated folio.
+    /// `Error::NoSuchNode` if `node` is not below `Params::numa_nodes`.
+    pub fn load_on_node(
+        &self,
+        slot: SwapSlot,
+        page: &mut [u8],
+        exclusive: bool,
+        node: usize,
+    ) -> Result<LoadOutcome, Error> {
+        self.inner.load(slot, page, exclusive, Some(node))
     }
 
     /// `zswap_invalidate`: forget the slot's content (entry, zero mark and swap-file block).
@@ -477,7 +509,18 @@ impl Zswap {
         page: &[u8],
         cg: CgroupId,
     ) -> Result<StoreOutcome, Error> {
-        self.inner.swap_out(slot, page, cg)
+        self.inner.swap_out(slot, page, cg, None)
+    }
+
+    /// `swap_out` with the page's NUMA node given, as `store_on_node`.
+    pub fn swap_out_on_node(
+        &self,
+        slot: SwapSlot,
+        page: &[u8],
+        cg: CgroupId,
+        node: usize,
+    ) -> Result<StoreOutcome, Error> {
+        self.inner.swap_out(slot, page, cg, Some(node))
     }
 
     /// Every counter, with the pool size and per-cgroup figures.
@@ -498,10 +541,17 @@ impl Zswap {
     }
 
     /// Change parameters at run time. A new compressor or chain size creates a new pool; old
-    /// pools keep serving their entries and are freed with their last entry.
+    /// pools keep serving their entries and are freed with their last entry. `numa_nodes` is
+    /// fixed when the cache is created: a different value is an error.
     pub fn set_params(&self, p: Params) -> Result<(), Error> {
         p.validate()?;
         let mut cur = self.inner.params.lock();
+        if p.numa_nodes != cur.numa_nodes {
+            return Err(Error::InvalidParam(format!(
+                "numa_nodes can't change at run time (the cache has {})",
+                cur.numa_nodes
+            )));
+        }
         if p.compressor != cur.compressor || p.chain_size != cur.chain_size {
             self.inner.pools.switch(p.compressor, p.chain_size)?;
         }
@@ -715,7 +765,14 @@ impl Inner {
         self.stats.add(g as usize, 1);
     }
 
-    fn store(&self, slot: SwapSlot, page: &[u8], cg: CgroupId) -> StoreOutcome {
+    /// `node`: the page's NUMA node, `None` for the calling CPU's.
+    fn store(
+        &self,
+        slot: SwapSlot,
+        page: &[u8],
+        cg: CgroupId,
+        node: Option<usize>,
+    ) -> StoreOutcome {
         let _hot = HotGuard::new(&self.hot_ops);
         if page.len() != PAGE_SIZE {
             return StoreOutcome::Rejected(RejectReason::BadPageLength);
@@ -729,12 +786,15 @@ impl Inner {
         if self.cgroups.get(cg.0).is_none() {
             return StoreOutcome::Rejected(RejectReason::NoSuchCgroup);
         }
+        if node.is_some_and(|n| n >= self.nodes) {
+            return StoreOutcome::Rejected(RejectReason::NoSuchNode);
+        }
         let cg = self.cgroups.resolve(cg.0);
         if is_zero_page(page) {
             self.store_zero(area, shard, i, slot);
             return StoreOutcome::StoredZero;
         }
-        match self.store_compressed(area, shard, i, slot, page, cg) {
+        match self.store_compressed(area, shard, i, slot, page, cg, node) {
             Ok(o) => o,
             Err(reason) => {
                 // check_old: a stale copy must not survive a failed store.
@@ -855,6 +915,7 @@ impl Inner {
         self.reached_full.load(Relaxed)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn store_compressed(
         &self,
         area: &Area,
@@ -863,6 +924,7 @@ impl Inner {
         slot: SwapSlot,
         page: &[u8],
         cg: u32,
+        node: Option<usize>,
     ) -> Result<StoreOutcome, RejectReason> {
         if !self.hot.enabled.load(Relaxed) {
             self.count(G::RejectDisabled);
@@ -968,7 +1030,7 @@ impl Inner {
             self.pools.put(pool);
             return Err(RejectReason::NoSuchCgroup);
         };
-        let node = numa::current_node(self.nodes);
+        let node = node.unwrap_or_else(|| numa::current_node(self.nodes));
         let warm = self.hot.warm();
         let lru = if FaultHooks::take(&self.faults.fail_entry_allocs) {
             None
@@ -1054,10 +1116,20 @@ impl Inner {
         }
     }
 
-    fn load(&self, slot: SwapSlot, page: &mut [u8], exclusive: bool) -> Result<LoadOutcome, Error> {
+    /// `node`: where the page is read into, `None` for the calling CPU's node.
+    fn load(
+        &self,
+        slot: SwapSlot,
+        page: &mut [u8],
+        exclusive: bool,
+        node: Option<usize>,
+    ) -> Result<LoadOutcome, Error> {
         let _hot = HotGuard::new(&self.hot_ops);
         if page.len() != PAGE_SIZE {
             return Err(Error::BadPageLength(page.len()));
+        }
+        if let Some(n) = node.filter(|&n| n >= self.nodes) {
+            return Err(Error::NoSuchNode(n));
         }
         let area = self.area(slot.area).ok_or(Error::NoSwapArea(slot.area))?;
         let (shard, i) = area
@@ -1137,7 +1209,8 @@ impl Inner {
                 match r {
                     Ok(()) => {
                         self.count(G::Pswpin);
-                        self.note_disk_swapin(owner, numa::current_node(self.nodes));
+                        let node = node.unwrap_or_else(|| numa::current_node(self.nodes));
+                        self.note_disk_swapin(owner, node);
                         Ok(LoadOutcome::FromSwapFile)
                     }
                     Err(uzswap_swapfile::Error::NotWritten(_)) => Ok(LoadOutcome::Absent),
@@ -1182,8 +1255,14 @@ impl Inner {
         self.replace_slot(area, shard, i, slot, SlotValue::Empty);
     }
 
-    fn swap_out(&self, slot: SwapSlot, page: &[u8], cg: CgroupId) -> Result<StoreOutcome, Error> {
-        let out = self.store(slot, page, cg);
+    fn swap_out(
+        &self,
+        slot: SwapSlot,
+        page: &[u8],
+        cg: CgroupId,
+        node: Option<usize>,
+    ) -> Result<StoreOutcome, Error> {
+        let out = self.store(slot, page, cg, node);
         let StoreOutcome::Rejected(reason) = out else {
             return Ok(out);
         };
@@ -1192,6 +1271,8 @@ impl Inner {
             RejectReason::SlotOutOfRange => return Err(Error::SlotOutOfRange(slot)),
             RejectReason::BadPageLength => return Err(Error::BadPageLength(page.len())),
             RejectReason::NoSuchCgroup => return Err(Error::NoSuchCgroup(cg.0)),
+            // Only an explicit node is ever rejected.
+            RejectReason::NoSuchNode => return Err(Error::NoSuchNode(node.unwrap_or_default())),
             _ => {}
         }
         if !self.cgroups.writeback_enabled(cg.0) {
