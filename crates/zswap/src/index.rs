@@ -5,7 +5,8 @@
 //!
 //! ```text
 //!  31 30        29       28       27 ........................ 0
-//!  -- WRITEBACK LOADING  ON_DISK  value: 0 = empty, 1 = zero page, n >= 2 = entry n - 2
+//!  -- WRITEBACK LOADING  0        value: 0 = empty, 1 = zero page, n >= 2 = entry n - 2
+//!  -- WRITEBACK LOADING  ON_DISK  owner cgroup id
 //! ```
 //!
 //! `SlotValue` is the only way the rest of the crate sees a word's value, and zero pages exist
@@ -15,7 +16,10 @@
 //! `LOADING` / `WRITEBACK` mark a slot "in flight" (the kernel's locked swap-cache folio): the
 //! load or writeback that set the bit owns the slot until it clears it, with the shard lock
 //! dropped in between; every other operation on that slot waits on the shard's condvar.
-//! `ON_DISK` says the swap file block holds this slot's content (written back or swapped out).
+//! `ON_DISK` says the swap file block holds this slot's content (written back or swapped out);
+//! such a slot has no entry, so its value bits record the cgroup that owned the page (the
+//! kernel's swap_cgroup) for the refault credit: `SlotValue::OnDisk(owner)`. The owner is part
+//! of the value, so any new value (entry, zero page, empty) replaces it with the block.
 
 use crossbeam_utils::CachePadded;
 use parking_lot::{Condvar, Mutex, MutexGuard};
@@ -29,6 +33,7 @@ const LOADING: u32 = 1 << 29;
 const WRITEBACK: u32 = 1 << 30;
 const MAX_ENTRIES: u32 = VALUE_MASK - 2;
 const FREE_END: u32 = u32::MAX;
+const _: () = assert!(crate::MAX_CGROUPS as u32 <= VALUE_MASK);
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum SlotValue {
@@ -37,6 +42,8 @@ pub(crate) enum SlotValue {
     Zero,
     /// Index into the shard's entry slab.
     Entry(u32),
+    /// The swap file block holds the page; the cgroup id it belonged to (may since be offline).
+    OnDisk(u32),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -46,29 +53,32 @@ impl SlotWord {
     pub(crate) const EMPTY: SlotWord = SlotWord(0);
 
     pub(crate) fn value(self) -> SlotValue {
+        if self.on_disk() {
+            return SlotValue::OnDisk(self.0 & VALUE_MASK);
+        }
         match self.0 & VALUE_MASK {
             0 => SlotValue::Empty,
             1 => SlotValue::Zero,
             n => SlotValue::Entry(n - 2),
         }
     }
+    /// The word with value `v`, keeping the in-flight bits.
     pub(crate) fn with_value(self, v: SlotValue) -> SlotWord {
         let bits = match v {
             SlotValue::Empty => 0,
             SlotValue::Zero => 1,
             SlotValue::Entry(i) => i + 2,
+            SlotValue::OnDisk(owner) => {
+                debug_assert!(owner <= VALUE_MASK);
+                ON_DISK | owner
+            }
         };
-        SlotWord((self.0 & !VALUE_MASK) | bits)
+        SlotWord((self.0 & !(ON_DISK | VALUE_MASK)) | bits)
     }
+    /// The swap file holds a block for this slot (`SlotValue::OnDisk`).
+    #[inline]
     pub(crate) fn on_disk(self) -> bool {
         self.0 & ON_DISK != 0
-    }
-    pub(crate) fn with_on_disk(self, on: bool) -> SlotWord {
-        SlotWord(if on {
-            self.0 | ON_DISK
-        } else {
-            self.0 & !ON_DISK
-        })
     }
     pub(crate) fn loading(self) -> bool {
         self.0 & LOADING != 0
@@ -253,17 +263,37 @@ mod tests {
 
     #[test]
     fn slot_word_round_trip() {
-        let w = SlotWord::EMPTY
-            .with_value(SlotValue::Entry(7))
-            .with_on_disk(true);
+        let w = SlotWord::EMPTY.with_value(SlotValue::Entry(7));
         assert_eq!(w.value(), SlotValue::Entry(7));
-        assert!(w.on_disk() && !w.busy());
+        assert!(!w.on_disk() && !w.busy());
         let b = w.with_writeback();
         assert!(b.busy() && !b.loading());
         assert_eq!(b.idle(), w);
         assert_eq!(w.with_value(SlotValue::Zero).value(), SlotValue::Zero);
-        assert!(w.with_value(SlotValue::Empty).on_disk());
         assert_eq!(std::mem::size_of::<Entry>(), 24);
+    }
+
+    #[test]
+    fn on_disk_owner_is_never_an_entry() {
+        let last = crate::MAX_CGROUPS as u32 - 1;
+        for owner in [0, 1, 2, last] {
+            let d = SlotWord::EMPTY.with_value(SlotValue::OnDisk(owner));
+            assert!(d.on_disk());
+            assert_eq!(d.value(), SlotValue::OnDisk(owner));
+            // In flight and back: the owner stays with the block.
+            let l = d.with_loading();
+            assert_eq!((l.value(), l.idle()), (SlotValue::OnDisk(owner), d));
+            // Any other value drops the block and its owner.
+            for v in [SlotValue::Empty, SlotValue::Zero, SlotValue::Entry(owner)] {
+                let n = l.with_value(v);
+                assert_eq!((n.value(), n.on_disk(), n.loading()), (v, false, true));
+            }
+        }
+        let e = SlotWord::EMPTY.with_value(SlotValue::Entry(3));
+        assert_eq!(
+            e.with_value(SlotValue::OnDisk(5)).value(),
+            SlotValue::OnDisk(5)
+        );
     }
 
     #[test]

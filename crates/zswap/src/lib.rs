@@ -9,9 +9,9 @@
 //!
 //! **Data layout** (see `index.rs`): per swap area a table of u32 slot words, split in shards
 //! of 4096 slots, each shard under a mutex. A slot word is empty, a zero page (no entry, no
-//! pool memory), or the index of a 24-byte entry `{handle, cgroup, lru node, pool, length,
-//! node, referenced}` in the shard's slab, plus `ON_DISK` / `LOADING` / `WRITEBACK` bits; a
-//! slot on disk holds its owner cgroup in the value bits (the kernel's swap_cgroup record).
+//! pool memory), the index of a 24-byte entry `{handle, cgroup, lru node, pool, length, node,
+//! referenced}` in the shard's slab, or `ON_DISK` with the id of the cgroup that owned the page
+//! (the kernel's swap_cgroup, for the disk refault credit), plus `LOADING` / `WRITEBACK` bits.
 //! The LRU lists (`lru.rs`) are intrusive lists of 16-byte nodes holding the packed slot.
 //! Counters are striped per thread (`stats.rs`); pool references are striped (`poolref.rs`).
 //! Each pool keeps the memory of freed zspages for a second, bounded by the pool limit
@@ -62,7 +62,7 @@ use serde::Serialize;
 use uzswap_zsmalloc::Handle;
 
 pub use cgroup::{CgroupId, MAX_CGROUPS};
-pub use numa::nr_nodes;
+pub use numa::{nr_nodes, MAX_NUMA_NODES};
 pub use params::{mem_total_bytes, Params, WarmProtection};
 pub use pool::MAX_POOLS;
 pub use pressure::PressureConfig;
@@ -103,6 +103,8 @@ pub enum Error {
     InvalidParam(String),
     #[error("no cgroup {0}")]
     NoSuchCgroup(u32),
+    #[error("no NUMA node {0} (see Params::numa_nodes)")]
+    NoSuchNode(usize),
     #[error("cgroup {0} still has online children")]
     CgroupBusy(u32),
     #[error("too many cgroups (at most {MAX_CGROUPS})")]
@@ -140,6 +142,8 @@ pub enum RejectReason {
     BadPageLength,
     /// Unknown cgroup.
     NoSuchCgroup,
+    /// The node given to `store_on_node` is not below `Params::numa_nodes`.
+    NoSuchNode,
 }
 
 /// Result of a store.
@@ -392,7 +396,7 @@ impl Zswap {
     /// A cache with these parameters and no swap area yet; starts the shrink worker thread.
     pub fn new(params: Params) -> Result<Zswap, Error> {
         params.validate()?;
-        let nodes = numa::nr_nodes();
+        let nodes = params.numa_nodes;
         let hot = HotParams {
             enabled: AtomicBool::new(false),
             max_pages: AtomicU64::new(0),
@@ -457,7 +461,21 @@ impl Zswap {
     /// dropped, whatever the outcome (a rejected page goes to the swap file, so no stale copy may
     /// remain).
     pub fn store(&self, slot: SwapSlot, page: &[u8], cg: CgroupId) -> StoreOutcome {
-        self.inner.store(slot, page, cg)
+        self.inner.store(slot, page, cg, None)
+    }
+
+    /// `store` with the page's NUMA node given (the kernel's `page_to_nid`) instead of the
+    /// calling CPU's: the entry goes on the (`cg`, `node`) LRU list. For embedders that know
+    /// where a page lives, e.g. a VMM and its guest's nodes. A node not below
+    /// `Params::numa_nodes` is rejected (`NoSuchNode`) without touching the slot.
+    pub fn store_on_node(
+        &self,
+        slot: SwapSlot,
+        page: &[u8],
+        cg: CgroupId,
+        node: usize,
+    ) -> StoreOutcome {
+        self.inner.store(slot, page, cg, Some(node))
     }
 
     /// `zswap_load`: fill `page` with the slot's content from the pool (`Hit`), from the swap
@@ -470,7 +488,21 @@ impl Zswap {
         page: &mut [u8],
         exclusive: bool,
     ) -> Result<LoadOutcome, Error> {
-        self.inner.load(slot, page, exclusive)
+        self.inner.load(slot, page, exclusive, None)
+    }
+
+    /// `load` into a page on NUMA node `node` rather than the calling CPU's. The node only
+    /// matters for a page read from the swap file: its refault credit goes to the (owner
+    /// cgroup, `node`) list, as the kernel credits the lruvec of the newly allocated folio.
+    /// `Error::NoSuchNode` if `node` is not below `Params::numa_nodes`.
+    pub fn load_on_node(
+        &self,
+        slot: SwapSlot,
+        page: &mut [u8],
+        exclusive: bool,
+        node: usize,
+    ) -> Result<LoadOutcome, Error> {
+        self.inner.load(slot, page, exclusive, Some(node))
     }
 
     /// `zswap_invalidate`: forget the slot's content (entry, zero mark and swap-file block).
@@ -487,7 +519,18 @@ impl Zswap {
         page: &[u8],
         cg: CgroupId,
     ) -> Result<StoreOutcome, Error> {
-        self.inner.swap_out(slot, page, cg)
+        self.inner.swap_out(slot, page, cg, None)
+    }
+
+    /// `swap_out` with the page's NUMA node given, as `store_on_node`.
+    pub fn swap_out_on_node(
+        &self,
+        slot: SwapSlot,
+        page: &[u8],
+        cg: CgroupId,
+        node: usize,
+    ) -> Result<StoreOutcome, Error> {
+        self.inner.swap_out(slot, page, cg, Some(node))
     }
 
     /// Every counter, with the pool size and per-cgroup figures.
@@ -510,10 +553,17 @@ impl Zswap {
     }
 
     /// Change parameters at run time. A new compressor or chain size creates a new pool; old
-    /// pools keep serving their entries and are freed with their last entry.
+    /// pools keep serving their entries and are freed with their last entry. `numa_nodes` is
+    /// fixed when the cache is created: a different value is an error.
     pub fn set_params(&self, p: Params) -> Result<(), Error> {
         p.validate()?;
         let mut cur = self.inner.params.lock();
+        if p.numa_nodes != cur.numa_nodes {
+            return Err(Error::InvalidParam(format!(
+                "numa_nodes can't change at run time (the cache has {})",
+                cur.numa_nodes
+            )));
+        }
         if p.compressor != cur.compressor || p.chain_size != cur.chain_size {
             self.inner.pools.switch(p.compressor, p.chain_size)?;
         }
@@ -588,7 +638,7 @@ impl Zswap {
         let (shard, idx) = i.area(slot.area)?.index.locate(slot.offset)?;
         let (t, w) = shard.lock_idle(idx);
         Some(match w.value() {
-            SlotValue::Empty => SlotState::Empty,
+            SlotValue::Empty | SlotValue::OnDisk(_) => SlotState::Empty,
             SlotValue::Zero => SlotState::Zero,
             SlotValue::Entry(e) => {
                 let e = *t.entry(e);
@@ -740,7 +790,14 @@ impl Inner {
         self.stats.add(g as usize, 1);
     }
 
-    fn store(&self, slot: SwapSlot, page: &[u8], cg: CgroupId) -> StoreOutcome {
+    /// `node`: the page's NUMA node, `None` for the calling CPU's.
+    fn store(
+        &self,
+        slot: SwapSlot,
+        page: &[u8],
+        cg: CgroupId,
+        node: Option<usize>,
+    ) -> StoreOutcome {
         let _hot = HotGuard::new(&self.hot_ops);
         if page.len() != PAGE_SIZE {
             return StoreOutcome::Rejected(RejectReason::BadPageLength);
@@ -754,12 +811,15 @@ impl Inner {
         if self.cgroups.get(cg.0).is_none() {
             return StoreOutcome::Rejected(RejectReason::NoSuchCgroup);
         }
+        if node.is_some_and(|n| n >= self.nodes) {
+            return StoreOutcome::Rejected(RejectReason::NoSuchNode);
+        }
         let cg = self.cgroups.resolve(cg.0);
         if is_zero_page(page) {
             self.store_zero(area, shard, i, slot);
             return StoreOutcome::StoredZero;
         }
-        match self.store_compressed(area, shard, i, slot, page, cg) {
+        match self.store_compressed(area, shard, i, slot, page, cg, node) {
             Ok(o) => o,
             Err(reason) => {
                 // check_old: a stale copy must not survive a failed store.
@@ -788,7 +848,7 @@ impl Inner {
     fn replace_slot(&self, area: &Area, shard: &Shard, i: usize, slot: SwapSlot, new: SlotValue) {
         debug_assert!(!matches!(new, SlotValue::Entry(_)));
         let (mut t, w) = shard.lock_idle(i);
-        if w.value() == SlotValue::Empty && new == SlotValue::Empty && !w.on_disk() {
+        if w.value() == SlotValue::Empty && new == SlotValue::Empty {
             return;
         }
         let old = self.take_entry(&mut t, w);
@@ -880,6 +940,7 @@ impl Inner {
         self.reached_full.load(Relaxed)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn store_compressed(
         &self,
         area: &Area,
@@ -888,6 +949,7 @@ impl Inner {
         slot: SwapSlot,
         page: &[u8],
         cg: u32,
+        node: Option<usize>,
     ) -> Result<StoreOutcome, RejectReason> {
         if !self.hot.enabled.load(Relaxed) {
             self.count(G::RejectDisabled);
@@ -993,7 +1055,7 @@ impl Inner {
             self.pools.put(pool);
             return Err(RejectReason::NoSuchCgroup);
         };
-        let node = numa::current_node(self.nodes);
+        let node = node.unwrap_or_else(|| numa::current_node(self.nodes));
         let warm = self.hot.warm();
         let lru = if FaultHooks::take(&self.faults.fail_entry_allocs) {
             None
@@ -1079,10 +1141,20 @@ impl Inner {
         }
     }
 
-    fn load(&self, slot: SwapSlot, page: &mut [u8], exclusive: bool) -> Result<LoadOutcome, Error> {
+    /// `node`: where the page is read into, `None` for the calling CPU's node.
+    fn load(
+        &self,
+        slot: SwapSlot,
+        page: &mut [u8],
+        exclusive: bool,
+        node: Option<usize>,
+    ) -> Result<LoadOutcome, Error> {
         let _hot = HotGuard::new(&self.hot_ops);
         if page.len() != PAGE_SIZE {
             return Err(Error::BadPageLength(page.len()));
+        }
+        if let Some(n) = node.filter(|&n| n >= self.nodes) {
+            return Err(Error::NoSuchNode(n));
         }
         let area = self.area(slot.area).ok_or(Error::NoSwapArea(slot.area))?;
         let (shard, i) = area
@@ -1134,7 +1206,7 @@ impl Inner {
                 self.cgroups.event(e.cgroup, C::Zswpin);
                 Ok(LoadOutcome::Hit)
             }
-            SlotValue::Empty if w.on_disk() => {
+            SlotValue::OnDisk(owner) => {
                 t.set_word(i, w.with_loading());
                 drop(t);
                 let r = area.swap.read_page(slot, page);
@@ -1149,13 +1221,21 @@ impl Inner {
                     // Keep the block: the error may be transient, and it is reported.
                     Err(_) => true,
                 };
-                t.set_word(i, w.with_on_disk(still_on_disk));
+                t.set_word(
+                    i,
+                    if still_on_disk {
+                        w
+                    } else {
+                        w.with_value(SlotValue::Empty)
+                    },
+                );
                 shard.wake(&t);
                 drop(t);
                 match r {
                     Ok(()) => {
                         self.count(G::Pswpin);
-                        self.note_disk_swapin();
+                        let node = node.unwrap_or_else(|| numa::current_node(self.nodes));
+                        self.note_disk_swapin(owner, node);
                         Ok(LoadOutcome::FromSwapFile)
                     }
                     Err(uzswap_swapfile::Error::NotWritten(_)) => Ok(LoadOutcome::Absent),
@@ -1173,16 +1253,20 @@ impl Inner {
         }
     }
 
-    /// A page came back from disk: feedback for the shrinker (seed 001 / second chance). The
-    /// page's cgroup is not known here, so it is credited to the root's node-0 list.
-    fn note_disk_swapin(&self) {
-        if let Some(root) = self.cgroups.get(0) {
-            match self.hot.warm() {
-                WarmProtection::SecondChance => {
-                    root.disk_swapins[0].fetch_add(1, Relaxed);
-                }
-                WarmProtection::ProtectedSize => root.lists[0].lock().nr_protected += 1,
+    /// A page came back from disk: feedback for the shrinker (seed 001 / second chance), on the
+    /// list of the page's owner and the node the page is read into, as `zswap_folio_swapin`
+    /// credits the new folio's lruvec. An offline owner's credit goes to the nearest online
+    /// ancestor, which walks its lists (the kernel charges the faulting task's memcg then,
+    /// which this API doesn't know).
+    fn note_disk_swapin(&self, owner: u32, node: usize) {
+        let Some(c) = self.cgroups.get(self.cgroups.resolve(owner)) else {
+            return;
+        };
+        match self.hot.warm() {
+            WarmProtection::SecondChance => {
+                c.disk_swapins[node].fetch_add(1, Relaxed);
             }
+            WarmProtection::ProtectedSize => c.lists[node].lock().nr_protected += 1,
         }
     }
 
@@ -1196,8 +1280,14 @@ impl Inner {
         self.replace_slot(area, shard, i, slot, SlotValue::Empty);
     }
 
-    fn swap_out(&self, slot: SwapSlot, page: &[u8], cg: CgroupId) -> Result<StoreOutcome, Error> {
-        let out = self.store(slot, page, cg);
+    fn swap_out(
+        &self,
+        slot: SwapSlot,
+        page: &[u8],
+        cg: CgroupId,
+        node: Option<usize>,
+    ) -> Result<StoreOutcome, Error> {
+        let out = self.store(slot, page, cg, node);
         let StoreOutcome::Rejected(reason) = out else {
             return Ok(out);
         };
@@ -1206,6 +1296,8 @@ impl Inner {
             RejectReason::SlotOutOfRange => return Err(Error::SlotOutOfRange(slot)),
             RejectReason::BadPageLength => return Err(Error::BadPageLength(page.len())),
             RejectReason::NoSuchCgroup => return Err(Error::NoSuchCgroup(cg.0)),
+            // Only an explicit node is ever rejected.
+            RejectReason::NoSuchNode => return Err(Error::NoSuchNode(node.unwrap_or_default())),
             _ => {}
         }
         if !self.cgroups.writeback_enabled(cg.0) {
@@ -1225,7 +1317,12 @@ impl Inner {
         self.after_replace(w, old, false);
         let r = area.swap.write_page(slot, page);
         let mut t = shard.table.lock();
-        t.set_word(i, SlotWord::EMPTY.with_on_disk(r.is_ok()));
+        let value = if r.is_ok() {
+            SlotValue::OnDisk(cg.0)
+        } else {
+            SlotValue::Empty
+        };
+        t.set_word(i, SlotWord::EMPTY.with_value(value));
         shard.wake(&t);
         drop(t);
         match r {

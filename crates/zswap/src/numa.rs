@@ -1,7 +1,10 @@
 //! NUMA node of the calling thread (entries go on the LRU list of the node that stored them,
-//! as the kernel puts an entry on its page's node).
+//! as the kernel puts an entry on its page's node, unless the caller names the node).
 
 use std::sync::OnceLock;
+
+/// Most NUMA nodes a cache can have lists for (an entry records its node in a byte).
+pub const MAX_NUMA_NODES: usize = 64;
 
 struct Topology {
     nodes: usize,
@@ -28,7 +31,11 @@ fn topology() -> &'static Topology {
     T.get_or_init(|| {
         let online = std::fs::read_to_string("/sys/devices/system/node/online").unwrap_or_default();
         let nodes = parse_list(&online);
-        let nr = nodes.iter().max().map_or(1, |m| m + 1).clamp(1, 64);
+        let nr = nodes
+            .iter()
+            .max()
+            .map_or(1, |m| m + 1)
+            .clamp(1, MAX_NUMA_NODES);
         let mut cpu_to_node = Vec::new();
         if nr > 1 {
             for n in nodes {

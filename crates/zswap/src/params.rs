@@ -66,6 +66,11 @@ pub struct Params {
     /// synchronously (the kernel's behaviour); `false` rejects at once and has the background
     /// worker write the cgroup's coldest entries back until it is under its limit.
     pub memcg_limit_sync_writeback: bool,
+    /// NUMA nodes the cache keeps LRU lists for (1..=`MAX_NUMA_NODES`; default: the machine's,
+    /// `nr_nodes()`). Fixed when the cache is created. `store` uses the calling CPU's node
+    /// (folded into the last list if the machine has more); `store_on_node` takes the node, so
+    /// an embedder may model other nodes than the host's, e.g. a VMM its guest's.
+    pub numa_nodes: usize,
 }
 
 impl Default for Params {
@@ -82,6 +87,7 @@ impl Default for Params {
             reject_compress_poor: false,
             warm_protection: WarmProtection::SecondChance,
             memcg_limit_sync_writeback: true,
+            numa_nodes: crate::nr_nodes(),
         }
     }
 }
@@ -104,6 +110,13 @@ impl Params {
             return Err(Error::InvalidParam(format!(
                 "chain_size {} not in 4..=16",
                 self.chain_size
+            )));
+        }
+        if !(1..=crate::MAX_NUMA_NODES).contains(&self.numa_nodes) {
+            return Err(Error::InvalidParam(format!(
+                "numa_nodes {} not in 1..={}",
+                self.numa_nodes,
+                crate::MAX_NUMA_NODES
             )));
         }
         if self.total_memory_bytes < crate::PAGE_SIZE as u64 {

@@ -115,7 +115,7 @@ impl Inner {
         match res {
             Ok(()) => {
                 t.free_entry(ei);
-                t.set_word(i, SlotWord::EMPTY.with_on_disk(true));
+                t.set_word(i, SlotWord::EMPTY.with_value(SlotValue::OnDisk(e.cgroup)));
                 shard.wake(&t);
                 drop(t);
                 self.release_entry(e);

@@ -534,3 +534,88 @@ fn cgroup_zswap_max_async_writeback() {
         assert_eq!(buf, structured_page(j));
     }
 }
+
+/// A disk swap-in is credited to the list of the cgroup that owned the page (the kernel's
+/// swap_cgroup record), whether the page went to disk by writeback or by `swap_out`, and to the
+/// nearest online ancestor once the owner is gone. Raw pages keep backing = stored, so a count
+/// is exactly the list length minus the credit.
+#[test]
+fn seed001_disk_swapin_credits_the_owner_cgroup() {
+    for warm in [WarmProtection::SecondChance, WarmProtection::ProtectedSize] {
+        let params = Params {
+            shrinker_enabled: true,
+            warm_protection: warm,
+            ..small_params(1024)
+        };
+        let (z, _s) = cache(params, 512);
+        let parent = z.create_cgroup(CgroupId::ROOT).unwrap();
+        let child = z.create_cgroup(parent).unwrap();
+        let grandchild = z.create_cgroup(child).unwrap();
+        for i in 0..40 {
+            let cg = [CgroupId::ROOT, parent, child][i as usize % 3];
+            z.store(slot(i), &random_page(i), cg);
+        }
+        for i in 100..108 {
+            z.store(slot(i), &random_page(i), grandchild);
+        }
+        // Two of the child's pages and one of the grandchild's go to disk by writeback, one of
+        // the child's by swap_out.
+        let write_back = |cg, n| {
+            if warm == WarmProtection::SecondChance {
+                // The first pass only clears the referenced bits.
+                z.shrinker_scan(cg, 0, z.lru_slots(cg, 0).len() as u64);
+            }
+            assert_eq!(z.shrinker_scan(cg, 0, n).freed, n, "{warm:?}");
+        };
+        write_back(child, 2);
+        write_back(grandchild, 1);
+        let written: Vec<u64> = (0..40)
+            .filter(|&i| z.slot_state(slot(i)) == Some(SlotState::Empty))
+            .collect();
+        assert_eq!(written, vec![2, 5], "{warm:?}");
+        z.set_params(Params {
+            enabled: false,
+            ..z.params()
+        })
+        .unwrap();
+        assert_eq!(
+            z.swap_out(slot(200), &random_page(200), child).unwrap(),
+            StoreOutcome::Rejected(RejectReason::Disabled)
+        );
+        z.remove_cgroup(grandchild).unwrap();
+        z.set_params(Params {
+            enabled: true,
+            ..z.params()
+        })
+        .unwrap();
+
+        let counts = || [CgroupId::ROOT, parent, child].map(|cg| z.shrinker_count(cg, 0));
+        let before = counts();
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for (s, owner) in [(2, child), (200, child), (100, grandchild)] {
+            assert_eq!(
+                z.load(slot(s), &mut buf, false).unwrap(),
+                LoadOutcome::FromSwapFile,
+                "{warm:?} slot {s} ({owner:?})"
+            );
+            assert_eq!(buf, random_page(s));
+        }
+        // The child's two swap-ins are its credit; the removed grandchild's goes to the child,
+        // whose walk covers the grandchild's list. The root and the parent get none.
+        let after = counts();
+        assert_eq!(after[0], before[0], "{warm:?}: root");
+        assert_eq!(after[1], before[1], "{warm:?}: parent");
+        assert_eq!(after[2] + 3, before[2], "{warm:?}: child");
+        if warm == WarmProtection::SecondChance {
+            assert_eq!(counts(), before, "the credit is consumed once");
+        }
+        // pswpin is global only; zswpin counts hits, per cgroup and up the hierarchy.
+        let c = z.counters();
+        assert_eq!((c.pswpin, c.zswpin), (3, 0));
+        assert!(c.cgroups.iter().all(|x| x.zswpin == 0));
+        assert_eq!(z.load(slot(8), &mut buf, false).unwrap(), LoadOutcome::Hit);
+        let c = z.counters();
+        let zswpin = |cg: CgroupId| c.cgroups.iter().find(|x| x.id == cg.0).unwrap().zswpin;
+        assert_eq!([CgroupId::ROOT, parent, child].map(zswpin), [1, 1, 1]);
+    }
+}
