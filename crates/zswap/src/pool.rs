@@ -256,11 +256,6 @@ impl Pools {
         self.live().iter().map(|p| p.zs.compact() as u64).sum()
     }
 
-    /// Return every cached run to the OS (memory pressure); pages returned.
-    pub(crate) fn trim(&self) -> u64 {
-        self.live().iter().map(|p| p.zs.trim() as u64).sum()
-    }
-
     pub(crate) fn live(&self) -> Vec<Arc<ZPool>> {
         self.reg.lock().live.clone()
     }

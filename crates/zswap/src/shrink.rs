@@ -347,10 +347,9 @@ impl Inner {
 
     /// One memory-pressure pass over all online cgroups and nodes.
     pub(crate) fn shrink_all(&self, priority: u32) -> u64 {
-        // What costs no I/O goes first: zsmalloc's own shrinker compacts the pools, and freed
-        // pool memory kept for reuse goes back to the OS.
+        // What costs no I/O goes first: zsmalloc's own shrinker compacts the pools, which also
+        // gives the freed pool memory kept for reuse back to the OS.
         self.compact_pools();
-        self.pools.trim();
         let mut freed = 0;
         for cg in 0..self.cgroups.id_limit() {
             if !self.cgroups.get(cg).is_some_and(|c| c.is_online()) {

@@ -101,37 +101,20 @@ impl<const N: usize> Striped<N> {
     }
 
     #[inline]
-    fn update(&self, i: usize, f: impl Fn(u64) -> u64, atomic: impl Fn(&AtomicU64)) {
+    pub(crate) fn add(&self, i: usize, v: u64) {
         let s = stripe_index();
         let c = &self.rows[s][i];
         if s == SHARED_STRIPE {
-            atomic(c);
+            c.fetch_add(v, Relaxed);
         } else {
             // Only this thread writes this row (see the module docs).
-            c.store(f(c.load(Relaxed)), Relaxed);
+            c.store(c.load(Relaxed).wrapping_add(v), Relaxed);
         }
     }
 
     #[inline]
-    pub(crate) fn add(&self, i: usize, v: u64) {
-        self.update(
-            i,
-            |x| x.wrapping_add(v),
-            |c| {
-                c.fetch_add(v, Relaxed);
-            },
-        );
-    }
-
-    #[inline]
     pub(crate) fn sub(&self, i: usize, v: u64) {
-        self.update(
-            i,
-            |x| x.wrapping_sub(v),
-            |c| {
-                c.fetch_sub(v, Relaxed);
-            },
-        );
+        self.add(i, v.wrapping_neg());
     }
 
     /// Sum over stripes; gauges may transiently read slightly off while updates race

@@ -29,6 +29,19 @@ fn invalidate_all(z: &uzswap_zswap::Zswap, n: usize) {
     }
 }
 
+/// A cache whose pool was filled and then emptied: its freed memory is cached.
+fn filled_then_freed() -> (
+    uzswap_zswap::Zswap,
+    std::sync::Arc<uzswap_swapfile::SwapFile>,
+) {
+    let pages = binary_pages(PAGES);
+    let (z, swap) = cache(small_params(1024), PAGES as u64);
+    fill(&z, &pages);
+    invalidate_all(&z, PAGES);
+    assert!(z.counters().pool_cached_size > 0);
+    (z, swap)
+}
+
 #[test]
 fn freed_pool_memory_is_reused_by_the_next_stores() {
     let pages = binary_pages(PAGES);
@@ -88,22 +101,14 @@ fn the_cache_is_bounded_by_the_pool_limit() {
 
 #[test]
 fn memory_pressure_returns_cached_memory_at_once() {
-    let pages = binary_pages(PAGES);
-    let (z, _swap) = cache(small_params(1024), PAGES as u64);
-    fill(&z, &pages);
-    invalidate_all(&z, PAGES);
-    assert!(z.counters().pool_cached_size > 0);
+    let (z, _swap) = filled_then_freed();
     z.shrink_on_pressure(12);
     assert_eq!(z.counters().pool_cached_size, 0);
 }
 
 #[test]
 fn an_idle_cache_returns_cached_memory_after_the_decay_time() {
-    let pages = binary_pages(PAGES);
-    let (z, _swap) = cache(small_params(1024), PAGES as u64);
-    fill(&z, &pages);
-    invalidate_all(&z, PAGES);
-    assert!(z.counters().pool_cached_size > 0);
+    let (z, _swap) = filled_then_freed();
     // No store or free comes; the shrink worker's idle timer returns the memory (decay 1 s,
     // checked every second).
     let deadline = Instant::now() + Duration::from_secs(20);
