@@ -52,7 +52,7 @@ mod pressure;
 mod shrink;
 mod stats;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -334,8 +334,20 @@ impl Drop for HotGuard<'_> {
 }
 
 thread_local! {
+    /// The slot after this thread's last load, as (area, offset): a load of exactly that slot
+    /// continues a sequential run (a scan, a swap-in readahead window, a pager faulting
+    /// neighbouring pages), and prefetches for the next two loads of the run.
+    static NEXT_LOAD: Cell<(u32, u64)> = const { Cell::new((u32::MAX, 0)) };
     static COMP_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     static PAGE_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Does a load of `slot` continue this thread's sequential run? Records `slot` as the run's
+/// latest either way.
+#[inline]
+fn continues_run(slot: SwapSlot) -> bool {
+    let next = (slot.area, slot.offset.wrapping_add(1));
+    NEXT_LOAD.with(|c| c.replace(next)) == (slot.area, slot.offset)
 }
 
 /// Run `f` with this thread's buffer of at least `len` bytes (reused, never freed per page).
@@ -1141,6 +1153,37 @@ impl Inner {
         }
     }
 
+    /// During a sequential run of loads, start the cache misses of the next two loads while
+    /// this one decompresses: the object of slot `i + 1` (its handle line was prefetched by the
+    /// previous load) and the handle line of slot `i + 2`. The pool's layout scatters
+    /// neighbouring slots over size classes, so the hardware prefetcher can't follow them;
+    /// without this a sequential load waits on both misses (+2-3 % of an lz4 load,
+    /// BENCHMARKS.md section 1). Needs the shard lock: the neighbours' entries hold their
+    /// pools alive only while they are in the table. A run stops at the shard's end.
+    #[inline]
+    fn prefetch_run(&self, t: &index::ShardTable, i: usize) {
+        for (ahead, object) in [(1, true), (2, false)] {
+            let Some(j) = i.checked_add(ahead).filter(|&j| j < index::SHARD_SLOTS) else {
+                return;
+            };
+            let SlotValue::Entry(ej) = t.word(j).value() else {
+                continue;
+            };
+            let n = t.entry(ej);
+            let Some(h) = Handle::from_raw(n.handle) else {
+                continue;
+            };
+            // SAFETY: `n` is in the index and we hold its shard lock, so its pool reference
+            // is held for as long as the lock (see `Pools::get`).
+            let pool = unsafe { self.pools.get(n.pool) };
+            if object {
+                pool.zs.prefetch_object(h, n.length as usize);
+            } else {
+                pool.zs.prefetch_handle(h);
+            }
+        }
+    }
+
     /// `node`: where the page is read into, `None` for the calling CPU's node.
     fn load(
         &self,
@@ -1161,6 +1204,7 @@ impl Inner {
             .index
             .locate(slot.offset)
             .ok_or(Error::SlotOutOfRange(slot))?;
+        let sequential = continues_run(slot);
         let (mut t, w) = shard.lock_idle(i);
         match w.value() {
             SlotValue::Zero => {
@@ -1175,6 +1219,9 @@ impl Inner {
             }
             SlotValue::Entry(ei) => {
                 let e = *t.entry(ei);
+                if sequential {
+                    self.prefetch_run(&t, i);
+                }
                 t.set_word(i, w.with_loading());
                 drop(t);
                 let ok = self.decompress_entry(&e, page);

@@ -342,3 +342,80 @@ fn writeback_races_on_few_slots() {
         }
     }
 }
+
+/// Sequential loads prefetch their neighbours' handles and objects before taking those
+/// neighbours' locks. Scanners run across a shard boundary while another thread frees,
+/// re-stores (in other size classes) and compacts the very neighbours being prefetched, and
+/// switches the compressor so that neighbours live in different pools: every load still
+/// returns the oracle's content.
+#[test]
+fn sequential_loads_race_with_frees_and_compaction() {
+    const BASE: u64 = 4096 - 48; // the scan window straddles the first shard boundary
+    const WINDOW: u64 = 96;
+    let (z, _swap) = cache(small_params(1024), BASE + WINDOW);
+    let z = Arc::new(z);
+    let pages = Arc::new(mixed_pages(24));
+    let oracle: Arc<Vec<Mutex<Option<usize>>>> =
+        Arc::new((0..WINDOW).map(|_| Mutex::new(None)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut hs = Vec::new();
+    for t in 0..2u64 {
+        let (z, pages, oracle, stop) = (z.clone(), pages.clone(), oracle.clone(), stop.clone());
+        hs.push(std::thread::spawn(move || {
+            let mut buf = vec![0u8; PAGE_SIZE];
+            let mut loads = 0u64;
+            while !stop.load(Relaxed) {
+                for k in 0..WINDOW {
+                    let o = oracle[k as usize].lock();
+                    let r = z.load(slot(BASE + k), &mut buf, false).unwrap();
+                    match *o {
+                        None => assert_eq!(r, LoadOutcome::Absent, "slot {k} (thread {t})"),
+                        Some(id) => assert!(buf == pages[id], "slot {k} (thread {t}): {r:?}"),
+                    }
+                    loads += 1;
+                }
+            }
+            assert!(loads > WINDOW);
+        }));
+    }
+    {
+        let (z, pages, oracle, stop) = (z.clone(), pages.clone(), oracle.clone(), stop.clone());
+        hs.push(std::thread::spawn(move || {
+            let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+            let algos = [
+                Algorithm::Lz4,
+                Algorithm::Deflate { level: 1 },
+                Algorithm::LzoRle,
+            ];
+            let mut round = 0usize;
+            while !stop.load(Relaxed) {
+                for _ in 0..64 {
+                    let k = rng.gen_range(0..WINDOW);
+                    let mut o = oracle[k as usize].lock();
+                    if rng.gen_bool(0.3) {
+                        z.invalidate(slot(BASE + k));
+                        *o = None;
+                    } else {
+                        let id = rng.gen_range(0..pages.len());
+                        // Rejected pages go to the swap file: loads read them from there.
+                        z.swap_out(slot(BASE + k), &pages[id], CgroupId::ROOT)
+                            .unwrap();
+                        *o = Some(id);
+                    }
+                }
+                z.compact();
+                round += 1;
+                let mut p = z.params();
+                p.compressor = algos[round % algos.len()];
+                z.set_params(p).unwrap();
+            }
+        }));
+    }
+    std::thread::sleep(Duration::from_millis(800));
+    stop.store(true, Relaxed);
+    for h in hs {
+        if let Err(e) = h.join() {
+            std::panic::resume_unwind(e);
+        }
+    }
+}
