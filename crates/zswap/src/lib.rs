@@ -1199,11 +1199,13 @@ impl Inner {
         if let Some(n) = node.filter(|&n| n >= self.nodes) {
             return Err(Error::NoSuchNode(n));
         }
-        let area = self.area(slot.area).ok_or(Error::NoSwapArea(slot.area))?;
-        let (shard, i) = area
-            .index
-            .locate(slot.offset)
-            .ok_or(Error::SlotOutOfRange(slot))?;
+        // let-else, not `ok_or(..)?`: an eager error value has drop glue, run on every call.
+        let Some(area) = self.area(slot.area) else {
+            return Err(Error::NoSwapArea(slot.area));
+        };
+        let Some((shard, i)) = area.index.locate(slot.offset) else {
+            return Err(Error::SlotOutOfRange(slot));
+        };
         let sequential = continues_run(slot);
         let (mut t, w) = shard.lock_idle(i);
         match w.value() {
@@ -1350,11 +1352,13 @@ impl Inner {
         if !self.cgroups.writeback_enabled(cg.0) {
             return Err(Error::WritebackDisabled(cg.0));
         }
-        let area = self.area(slot.area).ok_or(Error::NoSwapArea(slot.area))?;
-        let (shard, i) = area
-            .index
-            .locate(slot.offset)
-            .ok_or(Error::SlotOutOfRange(slot))?;
+        // let-else, not `ok_or(..)?`: an eager error value has drop glue, run on every call.
+        let Some(area) = self.area(slot.area) else {
+            return Err(Error::NoSwapArea(slot.area));
+        };
+        let Some((shard, i)) = area.index.locate(slot.offset) else {
+            return Err(Error::SlotOutOfRange(slot));
+        };
         let (mut t, w) = shard.lock_idle(i);
         // The store above emptied the slot; if another caller raced in, this write wins.
         let old = self.take_entry(&mut t, w);
