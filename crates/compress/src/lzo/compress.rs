@@ -288,6 +288,13 @@ fn compress_chunk<const RLE: bool>(
                 o.push((m_off >> 6) as u8);
             } else {
                 m_off -= 0x4000;
+                if RLE && (m_off & 0x403f) == 0x403f && (261..=264).contains(&m_len) {
+                    // Its count byte (252..255) and distance low byte (0xfc, 0xff once 3
+                    // literals follow) would read as a zero run's marker. Shorten it to 260
+                    // bytes, as the kernel does; the scan resumes right after them.
+                    ip -= m_len - 260;
+                    m_len = 260;
+                }
                 let hi = ((m_off >> 11) & 8) as u8;
                 if m_len <= M4_MAX_LEN {
                     o.push(M4_MARKER | hi | (m_len - 2) as u8);

@@ -155,6 +155,55 @@ mod tests {
         }
     }
 
+    /// An input whose second copy of a block is an M4 match of 261..=264 bytes at a distance
+    /// whose low bits (0x403f after the M4 bias) make the lzo-rle instruction, once 3 literals
+    /// follow it, read as a zero run. The kernel shortens such a match to 260 bytes; without
+    /// that the stream decodes wrong. Periodic filler around the copies makes the scan land
+    /// exactly on each copy, and `lits` odd bytes follow the second copy.
+    fn ambiguous_m4_input(block_len: usize, lits: usize) -> Vec<u8> {
+        const DIST: usize = 0x4000 + 0x403f;
+        let mut x = 99u32;
+        let mut rnd = move || {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            (x >> 16) as u8
+        };
+        let block: Vec<u8> = (0..block_len).map(|_| rnd()).collect();
+        let filler = |n: usize| {
+            (0..n)
+                .map(|i| b"0123456789abcdef"[i % 16])
+                .collect::<Vec<u8>>()
+        };
+        let mut v = filler(1000);
+        let p = v.len();
+        v.extend_from_slice(&block);
+        v.push(0xA1);
+        v.extend(filler(p + DIST - v.len()));
+        v.extend_from_slice(&block);
+        v.extend_from_slice(&[0xB2, 0xC3, 0xD4, 0xE5][..lits]);
+        v.extend(filler(200));
+        v
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "34 KiB inputs: too slow under Miri")]
+    fn rle_never_emits_the_ambiguous_m4_match() {
+        let mut dict = Box::new([0u16; D_SIZE]);
+        for (block_len, lits) in (258..=268).flat_map(|b| (1..=4).map(move |l| (b, l))) {
+            let src = ambiguous_m4_input(block_len, lits);
+            for variant in [Variant::Lzo, Variant::LzoRle] {
+                let mut c = vec![0u8; worst_compressed_len(src.len())];
+                let n = compress_exact(&src, &mut c, variant, &mut dict);
+                let mut d = vec![0u8; src.len()];
+                assert_eq!(
+                    decompress_safe(&c[..n], &mut d),
+                    Ok(src.len()),
+                    "{variant:?}, block {block_len}, {lits} literals"
+                );
+                assert!(d == src, "{variant:?}, block {block_len}, {lits} literals");
+            }
+        }
+    }
+
     #[test]
     fn rle_codes_zero_runs_compactly() {
         let mut dict = Box::new([0u16; D_SIZE]);
