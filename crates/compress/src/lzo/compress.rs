@@ -7,8 +7,8 @@
 //! unchecked where the loop's own `ip < ip_end` test proves them (the last 20 input bytes are
 //! never scanned); output writes are unchecked against the one worst-case test at the start
 //! (see [`Out`]). Both keep bounds checks out of the hot loop and the buffers' lengths out of
-//! its registers: with checked slices the compressor ran 5.5 % slower than a gcc -O2 build of
-//! the kernel's C on the same pages (identical output), unchecked 2.7 % (BENCHMARKS.md).
+//! its registers. With checked slices the compressor ran 5.5 % slower than a gcc -O2 build of
+//! the kernel's C on the same pages (identical output); now 1-2 % (BENCHMARKS.md).
 
 use super::{Variant, D_BITS, D_SIZE};
 
@@ -117,9 +117,16 @@ impl Out {
     /// that end at or before the scan limit, 20 bytes before the end of `src`.
     #[inline(always)]
     fn put_from_mid(&mut self, src: &[u8], from: usize, n: usize) {
-        debug_assert!(from + n + 15 <= src.len());
+        debug_assert!(n > 0 && from + n + 15 <= src.len());
         let (mut f, mut o) = (from, self.op);
         let end = from + n;
+        // The first block unconditionally: most runs are short, and a loop whose trip count
+        // varies with the run length mispredicts its exit.
+        let d = self.at(o, 16);
+        // SAFETY: as in the loop below.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr().add(f), d, 16) };
+        f += 16;
+        o += 16;
         while f < end {
             let d = self.at(o, 16);
             // SAFETY: f + 16 <= end + 15 <= src.len() (asserted above, by the caller's scan
