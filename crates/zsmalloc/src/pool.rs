@@ -24,6 +24,7 @@ const NONE: u32 = u32::MAX;
 /// fills the core's miss buffers and stalls the load in progress (0.918 vs 0.909 of raw for
 /// 512 bytes, BENCHMARKS.md section 1).
 pub const PREFETCH_OBJECT_BYTES: usize = 256;
+
 /// Fullness groups: empty, 1-9%, 10-19%, ..., 90-99%, full (`ZS_INUSE_RATIO_*`).
 pub const NR_FULLNESS_GROUPS: usize = 12;
 const RATIO_0: usize = 0;
@@ -580,9 +581,10 @@ impl Pool {
         }
     }
 
-    /// Hint: the first `len` bytes (at most [`PREFETCH_OBJECT_BYTES`], the rest is the hardware prefetcher's) of
-    /// `h`'s object will be read soon. The location is read without taking the object's read
-    /// lock, so a concurrent move or free only makes the hint useless; no object byte is read.
+    /// Hint: the first `len` bytes of `h`'s object will be read soon (at most
+    /// [`PREFETCH_OBJECT_BYTES`]; the rest is the hardware prefetcher's). The location is read
+    /// without taking the object's read lock, so a concurrent move or free only makes the hint
+    /// useless; no object byte is read.
     #[inline]
     pub fn prefetch_object(&self, h: Handle, len: usize) {
         let Ok((class, entry)) = self.resolve(h) else {

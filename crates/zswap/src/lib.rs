@@ -1157,7 +1157,7 @@ impl Inner {
     /// this one decompresses: the object of slot `i + 1` (its handle line was prefetched by the
     /// previous load) and the handle line of slot `i + 2`. The pool's layout scatters
     /// neighbouring slots over size classes, so the hardware prefetcher can't follow them;
-    /// without this a sequential load waits on both misses (+2-3 % of an lz4 load,
+    /// without this a sequential load waits on both misses (lz4 load 1.5 % slower,
     /// BENCHMARKS.md section 1). Needs the shard lock: the neighbours' entries hold their
     /// pools alive only while they are in the table. A run stops at the shard's end.
     #[inline]
