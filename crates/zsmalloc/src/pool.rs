@@ -23,7 +23,7 @@ const NONE: u32 = u32::MAX;
 /// first reads and the hardware prefetcher's stream; asking for a whole page's lines at once
 /// fills the core's miss buffers and stalls the load in progress (0.918 vs 0.909 of raw for
 /// 512 bytes, BENCHMARKS.md section 1).
-pub const PREFETCH_OBJECT_BYTES: usize = 256;
+const PREFETCH_OBJECT_BYTES: usize = 256;
 
 /// Fullness groups: empty, 1-9%, 10-19%, ..., 90-99%, full (`ZS_INUSE_RATIO_*`).
 pub const NR_FULLNESS_GROUPS: usize = 12;
@@ -582,7 +582,7 @@ impl Pool {
     }
 
     /// Hint: the first `len` bytes of `h`'s object will be read soon (at most
-    /// [`PREFETCH_OBJECT_BYTES`]; the rest is the hardware prefetcher's). The location is read
+    /// `PREFETCH_OBJECT_BYTES`; the rest is the hardware prefetcher's). The location is read
     /// without taking the object's read lock, so a concurrent move or free only makes the hint
     /// useless; no object byte is read.
     #[inline]
