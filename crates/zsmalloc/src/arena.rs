@@ -433,8 +433,10 @@ impl Arena {
         if off.saturating_add(len) > self.frames * PAGE_SIZE {
             return;
         }
-        for line in (0..len).step_by(64) {
+        let mut line = 0;
+        while line < len {
             prefetch_line(self.base.wrapping_add(off + line));
+            line += 64;
         }
     }
 

@@ -134,13 +134,19 @@ impl ShardTable {
     /// Set a slot word; allocates the shard's word table on first non-empty use.
     #[inline]
     pub(crate) fn set_word(&mut self, i: usize, w: SlotWord) {
-        if self.words.is_empty() {
-            if w == SlotWord::EMPTY {
-                return;
-            }
-            self.words = vec![0; SHARD_SLOTS];
+        match self.words.get_mut(i) {
+            Some(x) => *x = w.0,
+            None => self.set_word_first(i, w),
         }
-        self.words[i] = w.0;
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn set_word_first(&mut self, i: usize, w: SlotWord) {
+        if w != SlotWord::EMPTY {
+            self.words = vec![0; SHARD_SLOTS];
+            self.words[i] = w.0;
+        }
     }
 
     #[inline]
