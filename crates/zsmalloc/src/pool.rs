@@ -18,6 +18,8 @@ use crate::{Error, PAGE_SIZE};
 
 /// "No zspage / no object" in links and free lists.
 const NONE: u32 = u32::MAX;
+/// "No unique class has this index" in `Pool::position_of_index`.
+const NO_CLASS: u8 = u8::MAX;
 
 /// How much of an object [`Pool::prefetch_object`] asks for: four lines start the codec's
 /// first reads and the hardware prefetcher's stream; asking for a whole page's lines at once
@@ -323,6 +325,10 @@ pub struct Pool {
     table: ClassTable,
     /// Parallel to `table.unique_classes()`.
     classes: Vec<SizeClass>,
+    /// For each value of a handle's 8-bit class field, the position in `classes` of the unique
+    /// class with that kernel index, or `NO_CLASS` (a merged-away index: no handle names it).
+    /// One load instead of the class table's two on every handle resolution.
+    position_of_index: Box<[u8; 256]>,
     arena: Arena,
     max_pages: usize,
     pages_held: AtomicUsize,
@@ -451,9 +457,14 @@ impl Pool {
                 }),
             })
             .collect();
+        let mut position_of_index = Box::new([NO_CLASS; 256]);
+        for (pos, c) in table.unique_classes().iter().enumerate() {
+            position_of_index[c.index] = u8::try_from(pos).expect("at most 255 unique classes");
+        }
         Ok(Pool {
             table,
             classes,
+            position_of_index,
             arena,
             max_pages,
             pages_held: AtomicUsize::new(0),
@@ -602,11 +613,8 @@ impl Pool {
     }
 
     fn resolve(&self, h: Handle) -> Result<(&SizeClass, &Entry), Error> {
-        let pos = self
-            .table
-            .unique_position_of_index(h.class_index())
-            .ok_or(Error::InvalidHandle)?;
-        let class = &self.classes[pos];
+        let pos = self.position_of_index[h.class_index() & 0xff];
+        let class = self.classes.get(pos as usize).ok_or(Error::InvalidHandle)?;
         let entry = class.handles.get(h.slot()).ok_or(Error::InvalidHandle)?;
         Ok((class, entry))
     }
