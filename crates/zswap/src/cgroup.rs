@@ -77,6 +77,10 @@ impl Cgroup {
 }
 
 pub(crate) struct Cgroups {
+    /// Ids 0..CHUNK (the root and the first cgroups), allocated up front: every store and load
+    /// looks its cgroup up, and most caches never go past this chunk.
+    first: Box<[Cgroup]>,
+    /// Ids from CHUNK on, a chunk allocated at its first id (`chunks[0]` is unused).
     chunks: Box<[OnceLock<Box<[Cgroup]>>]>,
     nodes: usize,
     /// Serialises creation and removal (not on any hot path).
@@ -88,6 +92,7 @@ pub(crate) struct Cgroups {
 impl Cgroups {
     pub(crate) fn new(nodes: usize) -> Cgroups {
         let cg = Cgroups {
+            first: (0..CHUNK).map(|_| Cgroup::new(nodes)).collect(),
             chunks: (0..NR_CHUNKS).map(|_| OnceLock::new()).collect(),
             nodes,
             admin: Mutex::new(1),
@@ -100,6 +105,9 @@ impl Cgroups {
 
     fn slot(&self, id: u32) -> Option<&Cgroup> {
         let (c, i) = (id as usize / CHUNK, id as usize % CHUNK);
+        if c == 0 {
+            return Some(&self.first[i]);
+        }
         let chunk = self.chunks.get(c)?;
         Some(&chunk.get_or_init(|| (0..CHUNK).map(|_| Cgroup::new(self.nodes)).collect())[i])
     }
@@ -108,7 +116,10 @@ impl Cgroups {
     #[inline]
     pub(crate) fn get(&self, id: u32) -> Option<&Cgroup> {
         let (c, i) = (id as usize / CHUNK, id as usize % CHUNK);
-        let cg = &self.chunks.get(c)?.get()?[i];
+        let cg = match c {
+            0 => &self.first[i],
+            _ => &self.chunks.get(c)?.get()?[i],
+        };
         (cg.state.load(Relaxed) != UNUSED).then_some(cg)
     }
 
