@@ -1,10 +1,10 @@
 //! Cgroups: the hierarchy, per-cgroup limits and counters, and the per-(cgroup, node) LRU lists.
 //!
-//! Cgroup records live in fixed chunks that are allocated on demand and never freed, so a
-//! `&Cgroup` can be handed out without a lock; ids are never reused. A removed cgroup goes
-//! offline: its parent *absorbs* its LRU lists (the shrinker walking the parent walks them too,
-//! as list_lru reparenting does) and its entries keep their charge, which was made
-//! hierarchically and so is already included in every ancestor.
+//! Cgroup records live in fixed chunks (the first allocated with the cache, the rest on demand)
+//! that are never freed, so a `&Cgroup` can be handed out without a lock; ids are never reused.
+//! A removed cgroup goes offline: its parent *absorbs* its LRU lists (the shrinker walking the
+//! parent walks them too, as list_lru reparenting does) and its entries keep their charge, which
+//! was made hierarchically and so is already included in every ancestor.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::OnceLock;
