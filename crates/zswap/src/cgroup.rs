@@ -80,7 +80,7 @@ pub(crate) struct Cgroups {
     /// Ids 0..CHUNK (the root and the first cgroups), allocated up front: every store and load
     /// looks its cgroup up, and most caches never go past this chunk.
     first: Box<[Cgroup]>,
-    /// Ids from CHUNK on, a chunk allocated at its first id (`chunks[0]` is unused).
+    /// Ids from CHUNK on (`chunks[c - 1]` holds chunk `c`), each allocated at its first id.
     chunks: Box<[OnceLock<Box<[Cgroup]>>]>,
     nodes: usize,
     /// Serialises creation and removal (not on any hot path).
@@ -93,7 +93,7 @@ impl Cgroups {
     pub(crate) fn new(nodes: usize) -> Cgroups {
         let cg = Cgroups {
             first: (0..CHUNK).map(|_| Cgroup::new(nodes)).collect(),
-            chunks: (0..NR_CHUNKS).map(|_| OnceLock::new()).collect(),
+            chunks: (1..NR_CHUNKS).map(|_| OnceLock::new()).collect(),
             nodes,
             admin: Mutex::new(1),
             cursor: Mutex::new(None),
@@ -108,7 +108,7 @@ impl Cgroups {
         if c == 0 {
             return Some(&self.first[i]);
         }
-        let chunk = self.chunks.get(c)?;
+        let chunk = self.chunks.get(c - 1)?;
         Some(&chunk.get_or_init(|| (0..CHUNK).map(|_| Cgroup::new(self.nodes)).collect())[i])
     }
 
@@ -118,7 +118,7 @@ impl Cgroups {
         let (c, i) = (id as usize / CHUNK, id as usize % CHUNK);
         let cg = match c {
             0 => &self.first[i],
-            _ => &self.chunks.get(c)?.get()?[i],
+            _ => &self.chunks.get(c - 1)?.get()?[i],
         };
         (cg.state.load(Relaxed) != UNUSED).then_some(cg)
     }

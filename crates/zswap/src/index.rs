@@ -143,10 +143,13 @@ impl ShardTable {
     #[cold]
     #[inline(never)]
     fn set_word_first(&mut self, i: usize, w: SlotWord) {
-        if w != SlotWord::EMPTY {
+        if self.words.is_empty() {
+            if w == SlotWord::EMPTY {
+                return;
+            }
             self.words = vec![0; SHARD_SLOTS];
-            self.words[i] = w.0;
         }
+        self.words[i] = w.0;
     }
 
     #[inline]

@@ -1162,26 +1162,33 @@ impl Inner {
     /// pools alive only while they are in the table. A run stops at the shard's end.
     #[inline]
     fn prefetch_run(&self, t: &index::ShardTable, i: usize) {
-        for (ahead, object) in [(1, true), (2, false)] {
-            let Some(j) = i.checked_add(ahead).filter(|&j| j < index::SHARD_SLOTS) else {
-                return;
-            };
-            let SlotValue::Entry(ej) = t.word(j).value() else {
-                continue;
-            };
-            let n = t.entry(ej);
-            let Some(h) = Handle::from_raw(n.handle) else {
-                continue;
-            };
-            // SAFETY: `n` is in the index and we hold its shard lock, so its pool reference
-            // is held for as long as the lock (see `Pools::get`).
-            let pool = unsafe { self.pools.get(n.pool) };
-            if object {
-                pool.zs.prefetch_object(h, n.length as usize);
-            } else {
-                pool.zs.prefetch_handle(h);
-            }
+        if let Some((pool, h, len)) = self.neighbour(t, i + 1) {
+            pool.zs.prefetch_object(h, len);
         }
+        if let Some((pool, h, _)) = self.neighbour(t, i + 2) {
+            pool.zs.prefetch_handle(h);
+        }
+    }
+
+    /// The pool, handle and length of slot `j`'s entry in this shard, if it has one.
+    #[inline]
+    fn neighbour<'t>(
+        &'t self,
+        t: &'t index::ShardTable,
+        j: usize,
+    ) -> Option<(&'t pool::ZPool, Handle, usize)> {
+        if j >= index::SHARD_SLOTS {
+            return None;
+        }
+        let SlotValue::Entry(ej) = t.word(j).value() else {
+            return None;
+        };
+        let n = t.entry(ej);
+        let h = Handle::from_raw(n.handle)?;
+        // SAFETY: `n` is in the index and the caller holds its shard lock (it borrows `t`), so
+        // its pool reference is held for as long as the borrow (see `Pools::get`).
+        let pool = unsafe { self.pools.get(n.pool) };
+        Some((pool, h, n.length as usize))
     }
 
     /// `node`: where the page is read into, `None` for the calling CPU's node.

@@ -38,12 +38,15 @@ const SHARED_STRIPE: usize = 0;
 /// Stripes owned by a live thread.
 static OWNED: [AtomicBool; MAX_STRIPES] = [const { AtomicBool::new(false) }; MAX_STRIPES];
 
-/// A thread's stripe; gives an owned stripe back when the thread exits.
-struct StripeClaim(Cell<usize>);
+/// Gives this thread's owned stripe back when the thread exits. Holds nothing itself: the
+/// stripe lives in `STRIPE`, a key without a destructor, so reading it is one thread-local
+/// load (a key with a destructor is checked for registration on every access), and every load
+/// and store updates four or five counters.
+struct StripeGuard;
 
-impl StripeClaim {
-    const UNSET: usize = usize::MAX;
+const UNSET: usize = usize::MAX;
 
+impl StripeGuard {
     fn claim() -> usize {
         // Acquire: the previous owner's plain updates of the row happen before ours.
         (1..nr_stripes())
@@ -57,31 +60,27 @@ impl StripeClaim {
     }
 }
 
-impl Drop for StripeClaim {
+impl Drop for StripeGuard {
     fn drop(&mut self) {
-        let i = self.0.get();
         // Later updates from this thread's teardown go to the shared stripe.
-        let _ = STRIPE_FAST.try_with(|f| f.set(SHARED_STRIPE));
-        if i != Self::UNSET && i != SHARED_STRIPE {
+        let i = STRIPE.with(|s| s.replace(SHARED_STRIPE));
+        if i != UNSET && i != SHARED_STRIPE {
             OWNED[i].store(false, Release);
         }
     }
 }
 
 thread_local! {
-    /// The claim, given back by its destructor at thread exit.
-    static STRIPE: StripeClaim = const { StripeClaim(Cell::new(StripeClaim::UNSET)) };
-    /// A copy of the claimed stripe without a destructor, so reading it is one thread-local
-    /// load (a key with a destructor is checked for registration on every access): every
-    /// load and store updates four or five counters.
-    static STRIPE_FAST: Cell<usize> = const { Cell::new(StripeClaim::UNSET) };
+    /// This thread's stripe, `UNSET` until its first counter update.
+    static STRIPE: Cell<usize> = const { Cell::new(UNSET) };
+    static GUARD: StripeGuard = const { StripeGuard };
 }
 
 /// This thread's stripe (claimed the first time a thread touches a counter).
 #[inline]
 pub(crate) fn stripe_index() -> usize {
-    let v = STRIPE_FAST.with(Cell::get);
-    if v != StripeClaim::UNSET {
+    let v = STRIPE.with(Cell::get);
+    if v != UNSET {
         v
     } else {
         claim_stripe()
@@ -91,18 +90,13 @@ pub(crate) fn stripe_index() -> usize {
 #[cold]
 #[inline(never)]
 fn claim_stripe() -> usize {
-    STRIPE
-        .try_with(|c| {
-            let v = match c.0.get() {
-                StripeClaim::UNSET => StripeClaim::claim(),
-                v => v,
-            };
-            c.0.set(v);
-            STRIPE_FAST.with(|f| f.set(v));
-            v
-        })
-        // During thread teardown, after the claim was given back.
-        .unwrap_or(SHARED_STRIPE)
+    // Registering the guard fails once the thread's destructors run: share then.
+    if GUARD.try_with(|_| ()).is_err() {
+        return SHARED_STRIPE;
+    }
+    let v = StripeGuard::claim();
+    STRIPE.with(|s| s.set(v));
+    v
 }
 
 /// `N` counters, one padded row per stripe.
