@@ -29,8 +29,8 @@ pub use pagefile::{
 
 use std::path::PathBuf;
 
-/// Page size of every page this crate handles.
-pub const PAGE_SIZE: usize = 4096;
+/// Page size of every page this crate handles (re-exported from `uzswap-types`).
+pub use uzswap_types::PAGE_SIZE;
 
 /// Errors of capture, page files and the default corpus.
 #[derive(Debug, thiserror::Error)]

@@ -56,8 +56,8 @@ pub use handle::Handle;
 pub use pool::{ObjRef, Pool, NR_FULLNESS_GROUPS};
 pub use stats::{ClassStats, PoolStats};
 
-/// Size of a page, and of every frame of a zspage.
-pub const PAGE_SIZE: usize = 4096;
+/// Size of a page, and of every frame of a zspage (re-exported from `uzswap-types`).
+pub use uzswap_types::PAGE_SIZE;
 
 /// Errors of the allocator. The first three mirror `zs_malloc`'s `-EINVAL`, `-ENOSPC` and
 /// `-ENOMEM`.

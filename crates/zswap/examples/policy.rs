@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use uzswap_swapfile::{SwapFile, SwapSlot};
+use uzswap_backing::{SwapFile, SwapSlot};
 use uzswap_zswap::{CgroupId, LoadOutcome, Params, StoreOutcome, Zswap, PAGE_SIZE};
 
 fn pages(n: usize) -> Vec<Vec<u8>> {

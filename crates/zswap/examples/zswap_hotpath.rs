@@ -12,8 +12,8 @@
 use std::hint::black_box;
 use std::sync::Arc;
 
+use uzswap_backing::{SwapFile, SwapSlot};
 use uzswap_compress::{compress, decompress, Algorithm, MAX_COMPRESSED_LEN};
-use uzswap_swapfile::{SwapFile, SwapSlot};
 use uzswap_zswap::{CgroupId, Params, Zswap, PAGE_SIZE};
 
 /// Text-like pages from a fixed word list and a fixed LCG: compress about 3:1 with lz4,

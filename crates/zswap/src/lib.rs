@@ -68,14 +68,14 @@ pub use pool::MAX_POOLS;
 pub use pressure::PressureConfig;
 pub use shrink::ShrinkScan;
 pub use stats::{CgroupCounters, Counters};
+pub use uzswap_backing::{BackingStore, MemStore, SwapFile, SwapSlot};
 pub use uzswap_compress::Algorithm;
-pub use uzswap_swapfile::{SwapFile, SwapSlot};
 
 use index::{AreaIndex, Entry, Shard, SlotValue, SlotWord};
 use stats::{Striped, C, G, NR_GLOBAL};
 
-/// Page size of the cache.
-pub const PAGE_SIZE: usize = 4096;
+/// Page size of the cache (re-exported from `uzswap-types`).
+pub use uzswap_types::PAGE_SIZE;
 /// Swap areas a cache can hold (the kernel's MAX_SWAPFILES is about 32).
 pub const MAX_AREAS: usize = 32;
 
@@ -95,8 +95,8 @@ pub enum Error {
     BadPageLength(usize),
     #[error("decompression of slot {0:?} failed (corrupt pool data)")]
     Decompress(SwapSlot),
-    #[error("swap file: {0}")]
-    Swap(#[from] uzswap_swapfile::Error),
+    #[error("backing store: {0}")]
+    Backing(#[from] uzswap_backing::Error),
     #[error("zsmalloc pool: {0}")]
     Pool(uzswap_zsmalloc::Error),
     #[error("invalid parameter: {0}")]
@@ -239,7 +239,10 @@ impl FaultHooks {
 }
 
 struct Area {
-    swap: Arc<SwapFile>,
+    /// Where written-back and swapped-out pages go.
+    store: Arc<dyn BackingStore>,
+    /// The same store as a [`SwapFile`], when it was attached as one.
+    file: Option<Arc<SwapFile>>,
     index: AreaIndex,
 }
 
@@ -451,22 +454,43 @@ impl Zswap {
         })
     }
 
-    /// Attach a swap file; its area number is `swap.area()`.
+    /// Attach a backing store (a swap file, a [`MemStore`](uzswap_backing::MemStore), a remote
+    /// tier...) as swap area `store.area()`: pages of that area are written back to it and read
+    /// from it.
+    pub fn add_backing_store(&self, store: Arc<dyn BackingStore>) -> Result<(), Error> {
+        self.attach(store, None)
+    }
+
+    /// Attach a swap file as swap area `swap.area()` (as [`Zswap::add_backing_store`], and
+    /// [`Zswap::swap_file`] gives it back as a `SwapFile`).
     pub fn add_swap_file(&self, swap: Arc<SwapFile>) -> Result<(), Error> {
-        let a = swap.area();
+        self.attach(swap.clone(), Some(swap))
+    }
+
+    fn attach(
+        &self,
+        store: Arc<dyn BackingStore>,
+        file: Option<Arc<SwapFile>>,
+    ) -> Result<(), Error> {
+        let a = store.area();
         let cell = self
             .inner
             .areas
             .get(a as usize)
             .ok_or(Error::TooManyAreas(a))?;
-        let index = AreaIndex::new(swap.capacity());
-        cell.set(Area { swap, index })
+        let index = AreaIndex::new(store.capacity());
+        cell.set(Area { store, file, index })
             .map_err(|_| Error::AreaExists(a))
     }
 
-    /// The swap file of an area.
+    /// The backing store of an area.
+    pub fn backing_store(&self, area: u32) -> Option<Arc<dyn BackingStore>> {
+        self.inner.area(area).map(|a| a.store.clone())
+    }
+
+    /// The swap file of an area, if it was attached with [`Zswap::add_swap_file`].
     pub fn swap_file(&self, area: u32) -> Option<Arc<SwapFile>> {
-        self.inner.area(area).map(|a| a.swap.clone())
+        self.inner.area(area).and_then(|a| a.file.clone())
     }
 
     /// `zswap_store`: keep `page` for `slot`, charged to `cg`. Any older content of the slot is
@@ -876,7 +900,7 @@ impl Inner {
     #[inline]
     fn discard_owned(area: &Area, slot: SwapSlot, old: SlotWord) {
         if old.on_disk() {
-            area.swap.discard(slot);
+            area.store.discard(slot);
         }
     }
 
@@ -1265,15 +1289,15 @@ impl Inner {
             SlotValue::OnDisk(owner) => {
                 t.set_word(i, w.with_loading());
                 drop(t);
-                let r = area.swap.read_page(slot, page);
+                let r = area.store.read_page(slot, page);
                 if r.is_ok() && exclusive {
                     // Still ours (LOADING): nobody can write this slot's block meanwhile.
-                    area.swap.discard(slot);
+                    area.store.discard(slot);
                 }
                 let mut t = shard.table.lock();
                 let still_on_disk = match &r {
                     Ok(()) => !exclusive,
-                    Err(uzswap_swapfile::Error::NotWritten(_)) => false,
+                    Err(uzswap_backing::Error::NotWritten(_)) => false,
                     // Keep the block: the error may be transient, and it is reported.
                     Err(_) => true,
                 };
@@ -1294,14 +1318,14 @@ impl Inner {
                         self.note_disk_swapin(owner, node);
                         Ok(LoadOutcome::FromSwapFile)
                     }
-                    Err(uzswap_swapfile::Error::NotWritten(_)) => Ok(LoadOutcome::Absent),
+                    Err(uzswap_backing::Error::NotWritten(_)) => Ok(LoadOutcome::Absent),
                     Err(e) => {
-                        self.count(if matches!(e, uzswap_swapfile::Error::Corrupt { .. }) {
+                        self.count(if matches!(e, uzswap_backing::Error::Corrupt { .. }) {
                             G::SwapChecksumErrors
                         } else {
                             G::SwapReadErrors
                         });
-                        Err(Error::Swap(e))
+                        Err(Error::Backing(e))
                     }
                 }
             }
@@ -1373,7 +1397,7 @@ impl Inner {
         drop(t);
         // Our write replaces any older block; no discard needed.
         self.after_replace(w, old, false);
-        let r = area.swap.write_page(slot, page);
+        let r = area.store.write_page(slot, page);
         let mut t = shard.table.lock();
         let value = if r.is_ok() {
             SlotValue::OnDisk(cg.0)
@@ -1390,7 +1414,7 @@ impl Inner {
             }
             Err(e) => {
                 self.count(G::SwapWriteErrors);
-                Err(Error::Swap(e))
+                Err(Error::Backing(e))
             }
         }
     }

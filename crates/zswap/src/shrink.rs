@@ -107,7 +107,7 @@ impl Inner {
             if !self.decompress_entry(&e, buf) {
                 return Err(G::DecompressFail);
             }
-            area.swap
+            area.store
                 .write_page(slot, buf)
                 .map_err(|_| G::SwapWriteErrors)
         });

@@ -294,7 +294,7 @@ fn metadata_per_entry_beats_the_kernel() {
 #[test]
 fn two_swap_areas() {
     use std::sync::Arc;
-    use uzswap_swapfile::SwapFile;
+    use uzswap_backing::SwapFile;
     let z = uzswap_zswap::Zswap::new(Params {
         shrinker_enabled: true,
         ..small_params(1024)

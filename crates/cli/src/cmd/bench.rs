@@ -21,11 +21,11 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::Parser;
 use serde_json::{json, Value};
+use uzswap_backing::{SwapFile, SwapSlot};
 use uzswap_compress::{Algorithm, MAX_COMPRESSED_LEN};
 use uzswap_corpus::{Pages, PAGE_SIZE};
 use uzswap_kernel::zram::{MmStat, Zram};
 use uzswap_kernel::KernelLock;
-use uzswap_swapfile::{SwapFile, SwapSlot};
 use uzswap_zswap::{CgroupId, LoadOutcome, Params, StoreOutcome, Zswap};
 
 /// Arguments of `uzswap bench`.
@@ -286,7 +286,7 @@ struct RunResult {
     load_errors: usize,
     mm_stat: Option<MmStat>,
     /// The backing swap file's counters after the load phase.
-    swap_stats: uzswap_swapfile::SwapFileStats,
+    swap_stats: uzswap_backing::BackingStats,
 }
 
 /// The zram side: a claimed device (reset on drop) under the kernel-test lock.
