@@ -6,6 +6,8 @@
 //! rotates them, so a node it looked at may be gone by the time it checks the slot, and it then
 //! re-validates the entry in the index (see `shrink.rs`).
 
+use crate::SwapSlot;
+
 pub(crate) const NIL: u32 = u32::MAX;
 
 #[derive(Clone, Copy)]
@@ -140,6 +142,19 @@ impl LruList {
     }
 }
 
+#[inline]
+pub(crate) fn pack_slot(slot: SwapSlot) -> u64 {
+    (u64::from(slot.area) << 48) | slot.offset
+}
+
+#[inline]
+pub(crate) fn unpack_slot(key: u64) -> SwapSlot {
+    SwapSlot {
+        area: (key >> 48) as u32,
+        offset: key & ((1 << 48) - 1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +180,14 @@ mod tests {
         l.remove(d);
         assert_eq!(l.len(), 0);
         assert_eq!(l.rotate_head(), None);
+    }
+
+    #[test]
+    fn slot_packing() {
+        let s = SwapSlot {
+            area: 31,
+            offset: (1 << 40) + 5,
+        };
+        assert_eq!(unpack_slot(pack_slot(s)), s);
     }
 }

@@ -13,9 +13,12 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use serde::Serialize;
 
+use crate::buf::{with_buf, PAGE_BUF};
+use crate::cache::Inner;
 use crate::index::{SlotValue, SlotWord};
+use crate::lru::unpack_slot;
 use crate::stats::{C, G};
-use crate::{unpack_slot, with_buf, Inner, WarmProtection, PAGE_BUF, PAGE_SIZE};
+use crate::{WarmProtection, PAGE_SIZE};
 
 /// The kernel's MAX_RECLAIM_RETRIES.
 const MAX_RECLAIM_RETRIES: u32 = 16;
@@ -374,5 +377,40 @@ impl Inner {
             }
         }
         freed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::{cache, page, set_loading};
+    use crate::{CgroupId, LoadOutcome, SwapSlot, PAGE_SIZE};
+
+    #[test]
+    fn pressure_shrinker_stops_at_a_page_being_loaded() {
+        let z = cache();
+        for i in 0..4 {
+            z.store(SwapSlot::new(0, i), &page(i as u8), CgroupId::ROOT);
+        }
+        // Clear the referenced bits, then make the second-coldest entry "being loaded".
+        assert_eq!(z.shrinker_scan(CgroupId::ROOT, 0, 4).freed, 0);
+        set_loading(&z, SwapSlot::new(0, 1), true);
+        let r = z.shrinker_scan(CgroupId::ROOT, 0, 4);
+        assert_eq!(
+            (r.scanned, r.freed, r.stop),
+            (2, 1, true),
+            "wrote back slot 0, stopped at slot 1"
+        );
+        set_loading(&z, SwapSlot::new(0, 1), false);
+        // Once the load is over the walk goes on.
+        let r = z.shrinker_scan(CgroupId::ROOT, 0, 4);
+        assert_eq!(r.freed, 3);
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for i in 0..4 {
+            assert_eq!(
+                z.load(SwapSlot::new(0, i), &mut buf, false).unwrap(),
+                LoadOutcome::FromSwapFile
+            );
+            assert_eq!(buf, page(i as u8));
+        }
     }
 }
