@@ -1,11 +1,32 @@
+// SPDX-License-Identifier: MIT
 //! uzswap-zswap: the kernel's zswap (compressed swap cache) in user space.
 //!
 //! **Owns**: store / load / invalidate of 4 KiB pages keyed by swap slot; one zsmalloc pool per
-//! compressor (old pools keep serving their entries until the last goes); the single global
-//! LRU with per-(cgroup, node) lists; writeback of cold entries to the backing swap file; the
-//! pool limit with the accept-threshold hysteresis (optionally seed 003's proactive shrinking);
-//! the shrink worker and the memory-pressure shrinker (count/scan, seed 001); an optional PSI
-//! pressure source; cgroups with `zswap.max` and `zswap.writeback`; the kernel's counters.
+//! compressor (old pools keep serving their entries until the last goes: "mm/zswap: optimize
+//! for dynamic zswap_pools", v3, 6.9); the single global LRU with per-(cgroup, node) lists;
+//! writeback of cold entries to the area's [`BackingStore`]; the pool limit with the
+//! accept-threshold hysteresis (optionally proactive shrinking: "mm: zswap: proactive shrinking
+//! before pool size limit is hit", v2, on 6.10-rc6); the shrink worker and the memory-pressure
+//! shrinker (count/scan: "zswap: shrink zswap pool based on memory pressure", 6.8); an optional
+//! PSI pressure source; cgroups with `zswap.max` and `zswap.writeback`; the kernel's counters.
+//!
+//! **Modules** (one job each):
+//!
+//! | module | job |
+//! |---|---|
+//! | `cache` | [`Zswap`] and its public API; `Inner`, the state every path shares |
+//! | `store` | the store path (`zswap_store`) and `swap_out` |
+//! | `load` | the load path (`zswap_load`), sequential-run prefetch |
+//! | `entry` | entry lifecycle: replacing a slot's value, releasing an entry, `zswap_invalidate` |
+//! | `shrink` | writeback of one LRU entry, `shrink_memcg`, the shrink worker's walk, the pressure shrinker |
+//! | `worker` | the background shrink worker thread and its wake-ups |
+//! | `index` | slot words, entries, shards (the kernel's xarray + `zswap_entry`) |
+//! | `lru` | one LRU list (`list_lru_one`) |
+//! | `pool`, `poolref` | compressor pools ([`MAX_POOLS`], the kernel's `zswap_pool`), their per-thread-striped reference count (`percpu_ref`) |
+//! | `cgroup` | cgroups, charges, zswap.max, zswap.writeback, reparenting |
+//! | `stats` | striped counters and the [`Counters`] snapshot |
+//! | `params`, `numa`, `pressure` | [`Params`], NUMA nodes, the PSI pressure source |
+//! | `error`, `outcome`, `hooks`, `buf` | [`Error`], [`StoreOutcome`] and friends, [`FaultHooks`], per-thread buffers |
 //!
 //! **Data layout** (see `index.rs`): per swap area a table of u32 slot words, split in shards
 //! of 4096 slots, each shard under a mutex. A slot word is empty, a zero page (no entry, no
@@ -19,27 +40,30 @@
 //!
 //! **Store**: zero check → limits (cgroup zswap.max, pool limit) → compress into a per-thread
 //! buffer outside any lock → `alloc_write` into the current pool → LRU node → counters, charge
-//! and slot word (shard lock). **Load**: mark the slot `LOADING`, drop the lock, decompress straight into
-//! the caller's page, re-lock, drop the entry if the load is exclusive. **Writeback** (from the
-//! shrinkers only, never on the caller's store/load path except the kernel's one synchronous
-//! attempt for a cgroup over zswap.max): rotate the LRU head to the tail under the list lock,
-//! drop it, lock the slot's shard and revalidate the entry by identity (same list, same node
-//! index), mark it `WRITEBACK`, decompress and write the block with no lock held, then free it.
-//! A slot marked `LOADING` or `WRITEBACK` is owned by that operation: stores, loads and
-//! invalidations of the same slot wait on the shard's condvar, so no race loses or corrupts a
-//! page (the kernel gets the same from the swap-cache folio lock).
+//! and slot word (shard lock). **Load**: mark the slot `LOADING`, drop the lock, decompress
+//! straight into the caller's page, re-lock, drop the entry if the load is exclusive.
+//! **Writeback** (from the shrinkers only, never on the caller's store/load path except the
+//! kernel's one synchronous attempt for a cgroup over zswap.max): rotate the LRU head to the
+//! tail under the list lock, drop it, lock the slot's shard and revalidate the entry by
+//! identity (same list, same node index), mark it `WRITEBACK`, decompress and write the block
+//! to the backing store with no lock held, then free it. A slot marked `LOADING` or
+//! `WRITEBACK` is owned by that operation: stores, loads and invalidations of the same slot
+//! wait on the shard's condvar, so no race loses or corrupts a page (the kernel gets the same
+//! from the swap-cache folio lock). The same bits are what lets a slow or asynchronous backing
+//! store fit without other locking (see [`BackingStore`]).
 //!
-//! **Lock order**: shard lock → swap file (only `discard` of a slot's stale block, which must
-//! happen before the slot is published again). LRU list locks are leaves: the free path unlinks
-//! the LRU node after dropping the shard lock, and the shrinker drops the list lock before taking
-//! the shard lock, so the two are never nested. Pool registry, cgroup admin and worker mutexes
-//! are leaves taken off the hot path (a store takes the registry lock only when its per-thread
-//! pool snapshot is stale). zsmalloc (its own class locks) is only called with none of our
-//! locks held.
+//! **Lock order**: shard lock → backing store (only `discard` of a slot's stale block, which
+//! must happen before the slot is published again). LRU list locks are leaves: the free path
+//! unlinks the LRU node after dropping the shard lock, and the shrinker drops the list lock
+//! before taking the shard lock, so the two are never nested. Pool registry, cgroup admin and
+//! worker mutexes are leaves taken off the hot path (a store takes the registry lock only when
+//! its per-thread pool snapshot is stale). zsmalloc (its own class locks) is only called with
+//! none of our locks held.
 //!
 //! **Caller contract** (the kernel's swap-cache folio lock): store / load / invalidate of one
 //! slot should not race each other; if they do, they are serialised per slot but their order is
-//! whatever the race gives. Slot allocation belongs to the caller (`SwapFile::alloc_slot`).
+//! whatever the race gives. Slot allocation belongs to the caller
+//! ([`BackingStore::alloc_slot`]).
 
 mod buf;
 mod cache;

@@ -215,7 +215,7 @@ impl Inner {
         }
     }
 
-    /// A page came back from disk: feedback for the shrinker (seed 001 / second chance), on the
+    /// A page came back from disk: feedback for the shrinker ("zswap: shrink zswap pool based on memory pressure" (6.8), or the second chance), on the
     /// list of the page's owner and the node the page is read into, as `zswap_folio_swapin`
     /// credits the new folio's lruvec. An offline owner's credit goes to the nearest online
     /// ancestor, which walks its lists (the kernel charges the faulting task's memcg then,

@@ -1,7 +1,7 @@
 //! One LRU list (the kernel's `list_lru_one`): an intrusive doubly linked list over a node slab.
 //!
 //! There is one list per (cgroup, node); together they form the single global LRU shared by all
-//! pools (seed 000). A node holds the entry's swap slot, packed into a u64; the entry holds its
+//! pools ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)). A node holds the entry's swap slot, packed into a u64; the entry holds its
 //! node index. Nodes are only removed by the entry's owner (the free path); the shrinker only
 //! rotates them, so a node it looked at may be gone by the time it checks the slot, and it then
 //! re-validates the entry in the index (see `shrink.rs`).
@@ -24,7 +24,7 @@ pub(crate) struct LruList {
     head: Option<u32>,
     tail: Option<u32>,
     len: u32,
-    /// Seed 001's estimate of warm entries (used by `WarmProtection::ProtectedSize`).
+    /// The estimate of warm entries of "zswap: shrink zswap pool based on memory pressure" (6.8) (used by `WarmProtection::ProtectedSize`).
     pub(crate) nr_protected: u64,
 }
 

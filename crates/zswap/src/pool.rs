@@ -1,5 +1,5 @@
 //! Compressor pools: one zsmalloc pool per (compressor, chain size), the current one receiving
-//! new stores, old ones serving their entries until the last goes (seed 000, kernel §2.12).
+//! new stores, old ones serving their entries until the last goes ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)).
 //!
 //! Lookup without shared writes:
 //! * an entry names its pool by a small index into `table` (an `AtomicPtr` per index); the entry's

@@ -4,10 +4,11 @@
 //!   write back.
 //! * `shrink_memcg`: one entry per node of one cgroup (the kernel's `shrink_memcg`).
 //! * `shrink_worker`: the global, pool-limit driven worker; round-robin over online cgroups with
-//!   seed 003's fixes: offline or empty cgroups don't end the walk and don't count as failures,
-//!   expected outcomes aren't failures, give up after 16 real failures.
+//!   the fixes of the series "mm: zswap: global shrinker fix and proactive shrink" (v2, on 6.10-rc6): offline or empty cgroups don't end the
+//!   walk and don't count as failures, expected outcomes aren't failures, give up after 16 real
+//!   failures.
 //! * `shrinker_count` / `shrinker_scan`: the memory-pressure shrinker per (cgroup, node) with
-//!   seed 001's heuristics.
+//!   the heuristics of "zswap: shrink zswap pool based on memory pressure" (6.8).
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -214,7 +215,8 @@ impl Inner {
             match self.cgroups.iter_next() {
                 None => {
                     // A full walk ended. Only a walk with no attempt at all is a failure;
-                    // offline and empty cgroups were skipped, not counted (seed 003 patch 1).
+                    // offline and empty cgroups were skipped, not counted ("mm: zswap: fix global
+                    // shrinker memcg iteration", v2, on 6.10-rc6).
                     if attempts == 0 {
                         failures += 1;
                         if failures >= MAX_RECLAIM_RETRIES {
@@ -224,7 +226,8 @@ impl Inner {
                     attempts = 0;
                 }
                 Some(cg) => match self.shrink_memcg(cg) {
-                    // Nothing to do in this cgroup: expected, not a failure (seed 003 patch 2).
+                    // Nothing to do in this cgroup: expected, not a failure ("mm: zswap: fix
+                    // global shrinker error handling logic", v2, on 6.10-rc6).
                     Err(ShrinkErr::NoEnt) => {}
                     Ok(()) | Err(ShrinkErr::Rotated) => attempts += 1,
                     Err(ShrinkErr::Again) => {
@@ -236,7 +239,7 @@ impl Inner {
                     }
                 },
             }
-            // Yield to waiting page-ins and page-outs (seed 003 patch 6).
+            // Yield to waiting page-ins and page-outs (patch 6 of "mm: zswap: global shrinker fix and proactive shrink" (v2, on 6.10-rc6)).
             if self.hot_ops.sum(0) as i64 > 0 {
                 self.count(G::ShrinkWorkerYields);
                 std::thread::yield_now();
@@ -335,7 +338,8 @@ impl Inner {
                 Walk::Empty => break,
                 Walk::WrittenBack => r.freed += 1,
                 Walk::Busy(true) => {
-                    // A page being swapped in: the walk reached the warm region (seed 001).
+                    // A page being swapped in: the walk reached the warm region
+                    // ("zswap: shrink zswap pool based on memory pressure" (6.8)).
                     r.scanned += 1;
                     met_loading = true;
                     break;

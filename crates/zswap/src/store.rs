@@ -70,7 +70,8 @@ impl Inner {
                 // check_old: a stale copy must not survive a failed store.
                 self.replace_slot(area, shard, i, slot, SlotValue::Empty);
                 let proactive = self.hot.proactive.load(Relaxed);
-                // Kernel: shrink whenever a store fails while the pool is full. Seed 003: also
+                // Kernel: shrink whenever a store fails while the pool is full. Proactive
+                // shrinking ("mm: zswap: proactive shrinking before pool size limit is hit"): also
                 // when the allocator failed, to make room.
                 if (!proactive && self.reached_full.load(Relaxed))
                     || (proactive && reason == RejectReason::AllocFail)
@@ -82,14 +83,15 @@ impl Inner {
         }
     }
 
-    /// Seed 002: a zero page is only a slot value; the store and load helpers and
+    /// "mm: zswap: store zero-filled pages without a zswap_entry" (6.10): a zero page is only a slot value; the store and load helpers and
     /// `replace_slot` are the only places that know about it.
     pub(crate) fn store_zero(&self, area: &Area, shard: &Shard, i: usize, slot: SwapSlot) {
         self.replace_slot(area, shard, i, slot, SlotValue::Zero);
         self.count(G::SwpoutZero);
     }
 
-    /// Pool limit with the kernel's hysteresis, or seed 003's proactive variant. True = reject.
+    /// Pool limit with the kernel's hysteresis, or the proactive variant ("mm: zswap: proactive
+    /// shrinking before pool size limit is hit", v2, on 6.10-rc6). True = reject.
     pub(crate) fn check_limits(&self, cur: u64) -> bool {
         let max = self.hot.max_pages.load(Relaxed);
         if self.hot.proactive.load(Relaxed) {
@@ -237,7 +239,7 @@ impl Inner {
             let mut l = cgrp.lists[node].lock();
             let idx = l.push_tail(pack_slot(slot));
             if warm == WarmProtection::ProtectedSize && idx.is_some() {
-                // Seed 001: every new entry counts as warm; the estimate decays to half when it
+                // "zswap: shrink zswap pool based on memory pressure" (6.8): every new entry counts as warm; the estimate decays to half when it
                 // exceeds a quarter of the list.
                 l.nr_protected += 1;
                 if l.nr_protected > l.len() / 4 {

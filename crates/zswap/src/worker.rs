@@ -62,7 +62,8 @@ impl Inner {
     }
 
     pub(crate) fn worker_main(self: Arc<Self>) {
-        // Background reclaim must not compete with the page-in/out path (seed 003 patch 4).
+        // Background reclaim must not compete with the page-in/out path (patch 4 of the
+        // series "mm: zswap: global shrinker fix and proactive shrink" (v2, on 6.10-rc6): the worker leaves the reclaim path).
         // SAFETY: setpriority on our own thread id; no memory is passed.
         unsafe {
             libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 5);
