@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Instructions per operation on the hot paths (deterministic; meaningful on a busy machine,
 # unlike timings). Runs the `hotpath` examples of uzswap-zswap and uzswap-zsmalloc under
-# callgrind, once per phase, and prints Ir per operation. A phase may run more than once in an
-# example (warm-up rounds); the count covers every call, divided by the number of calls.
+# callgrind, once per phase, and prints Ir per operation. The examples run an uncounted warm-up
+# round first, so the counts are the steady state (no one-time allocations).
 #
 #   scripts/callgrind-hotpath.sh            # default sizes
 #   PAGES=1024 OBJECTS=4096 scripts/callgrind-hotpath.sh
@@ -27,13 +27,13 @@ echo "== uzswap-zswap ($PAGES pages; every store goes into an empty slot;"
 echo "   compress/decompress: the raw codec on the same pages, for the difference)"
 run zswap_hotpath "$PAGES" phase_compress 1
 run zswap_hotpath "$PAGES" phase_decompress 1
-run zswap_hotpath "$PAGES" phase_store 3
+run zswap_hotpath "$PAGES" phase_store 2
 run zswap_hotpath "$PAGES" phase_load 1
 run zswap_hotpath "$PAGES" phase_load_random 1
 run zswap_hotpath "$PAGES" phase_load_excl 1
-run zswap_hotpath "$PAGES" phase_invalidate 2
+run zswap_hotpath "$PAGES" phase_invalidate 1
 echo "== uzswap-zsmalloc ($OBJECTS objects, 64..3963 bytes)"
-run zsmalloc_hotpath "$OBJECTS" phase_alloc 2
+run zsmalloc_hotpath "$OBJECTS" phase_alloc 1
 run zsmalloc_hotpath "$OBJECTS" phase_read 1
-run zsmalloc_hotpath "$OBJECTS" phase_free 2
+run zsmalloc_hotpath "$OBJECTS" phase_free 1
 rm -rf "$out"

@@ -121,6 +121,8 @@ impl ClassInner {
 
     /// Registers a zspage on `frame` and threads its free list through the slot headers
     /// (`init_zspage`); this touches every page of it, as the kernel does.
+    // Inline: its one caller is the allocation path (Pool::alloc_impl, another module).
+    #[inline]
     pub(crate) fn new_zspage(&mut self, frame: u32, arena: &Arena) -> u32 {
         let zs = ZsPage {
             frame,
