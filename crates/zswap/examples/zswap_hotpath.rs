@@ -139,7 +139,8 @@ fn main() {
             z.store(SwapSlot::new(0, i as u64), p, CgroupId::ROOT);
         }
         for i in 0..n {
-            z.load(SwapSlot::new(0, i as u64), &mut buf, round == 1).unwrap();
+            z.load(SwapSlot::new(0, i as u64), &mut buf, round == 1)
+                .unwrap();
         }
         for i in 0..n {
             z.invalidate(SwapSlot::new(0, i as u64));
