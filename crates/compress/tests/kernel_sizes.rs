@@ -5,6 +5,7 @@
 //! pages (counted in `same_pages`, no compression) are skipped; pages zram stores "huge"
 //! (compressed length >= huge_class_size, 3625 bytes at zsmalloc chain size 8) count 4096 and
 //! are compared by that threshold only.
+#![cfg(feature = "kernel-lzo")]
 
 mod common;
 
