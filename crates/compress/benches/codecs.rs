@@ -3,7 +3,7 @@
 //! LZ4_compress_default (fresh state per call) and, when installed, Debian's liblzo2.
 //!
 //! `cargo bench -p uzswap-compress --bench codecs` ; the kernel (zram) comparison is the
-//! `zram_speed` example.
+//! `zram_speed` example of uzswap-conformance.
 
 use std::hint::black_box;
 

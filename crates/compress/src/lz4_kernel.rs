@@ -43,7 +43,7 @@
 //! looking for a new match as soon as the *next* probe position would pass `iend - MFLIMIT`
 //! (`forwardIp > mflimit`), whereas LZ4 >= 1.9 allows a probe at `mflimit + 1` and so can
 //! still find a short match at `iend - 12` that the kernel leaves as literals.
-//! `tests/kernel_sizes.rs` checks the per-page size against zram's lz4.
+//! `crates/conformance/tests/compress_sizes_match_zram.rs` checks the per-page size against zram's lz4.
 //!
 //! The remaining choices are the 1.7-era ones both versions share: a 4 KiB-entry-per-table
 //! (LZ4_MEMORY_USAGE 14) hash of 4 bytes with 13 bits for inputs below 64 KiB + 11 ("byU16"),

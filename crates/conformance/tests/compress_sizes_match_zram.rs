@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Per-page compressed sizes against the live kernel (zram0), under `UZSWAP_KERNEL_TESTS=1`.
 //!
 //! Each page is written alone to a fresh slot of zram0 with O_DIRECT; the growth of
@@ -5,9 +6,8 @@
 //! pages (counted in `same_pages`, no compression) are skipped; pages zram stores "huge"
 //! (compressed length >= huge_class_size, 3625 bytes at zsmalloc chain size 8) count 4096 and
 //! are compared by that threshold only.
-#![cfg(feature = "kernel-lzo")]
 
-mod common;
+use uzswap_conformance::pages as common;
 
 use uzswap_compress::{compress, compress_kernel_exact, Algorithm, MAX_COMPRESSED_LEN};
 use uzswap_kernel::zram::{Zram, PAGE_SIZE};
