@@ -2,7 +2,7 @@
 //! same kind of file, in the same run: the difference is the cost of checksums, the checksum
 //! table update and slot bookkeeping.
 //!
-//! `cargo bench -p uzswap-swapfile --bench swapfile`
+//! `cargo bench -p uzswap-backing --bench swapfile`
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};

@@ -1,7 +1,39 @@
-//! LZO1X for pages: the kernel's `lzo` and `lzo-rle` compressors and one safe decompressor.
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// Follows the Linux kernel's lib/lzo (lzo1x_compress.c, lzo1x_decompress_safe.c, lzodefs.h),
+// which carry this notice:
+//
+//  LZO1X Compressor from LZO / LZO1X Decompressor from LZO
+//
+//  Copyright (C) 1996-2012 Markus F.X.J. Oberhumer <markus@oberhumer.com>
+//
+//  The full LZO package can be found at:
+//  http://www.oberhumer.com/opensource/lzo/
+//
+//  Changed for Linux kernel use by:
+//  Nitin Gupta <nitingupta910@gmail.com>
+//  Richard Purdie <rpurdie@openedhand.com>
+//
+// Rewritten in Rust for uzswap by the uzswap developers (2026). This file is free software;
+// you can redistribute it and/or modify it under the terms of the GNU General Public License
+// version 2 as published by the Free Software Foundation (see COPYING in this crate). It is
+// distributed WITHOUT ANY WARRANTY; without even the implied warranty of MERCHANTABILITY or
+// FITNESS FOR A PARTICULAR PURPOSE.
+//! uzswap-lzo: the Linux kernel's LZO1X-1 compressor (`lzo` and `lzo-rle`) and an LZO1X
+//! decompressor, in Rust, under the kernel's licence (GPL-2.0-only).
 //!
-//! Format facts (from the kernel's Documentation/staging/lzo.rst and lib/lzo, re-implemented
-//! here, not copied):
+//! What it owns: [`compress_exact`], which produces byte for byte what the kernel's
+//! `lzo1x_1_compress` / `lzorle1x_1_compress` produce on x86-64 (the estimator predicts zram
+//! and zswap memory from these sizes; the conformance tests check them per page against zram),
+//! and two bounds-checked decoders of one specification: [`decompress_safe`] (the kernel's
+//! `lzo1x_decompress_safe` structure: per-instruction length tests, then 8/16-byte over-copies)
+//! and [`decompress_reference`] (safe slice accesses only; the oracle of the differential tests
+//! and fuzz target). Both follow the kernel's code closely (variable names, instruction
+//! dispatch, copy strategy), which is why they live in this GPL crate and not in the MIT
+//! `uzswap-compress`: that crate uses this one behind its default-on cargo feature `kernel-lzo`
+//! (docs/licensing.md).
+//!
+//! Format facts (the kernel's Documentation/staging/lzo.rst):
 //! - An LZO1X stream is a sequence of instructions: literal runs, and matches of four kinds
 //!   (M1 2-byte copies within 1 KiB right after a short literal run, M2 3..8 bytes within
 //!   2 KiB, M3 any length within 16 KiB, M4 any length within 48 KiB). The two low bits of a
@@ -14,11 +46,15 @@
 //!   an 8192-entry table of u16 offsets, takes the candidate if its 4 bytes are equal, extends
 //!   the match 8 bytes at a time, and otherwise skips ahead faster the longer the current
 //!   literal run is (`1 + run/32`). Reproducing those choices exactly gives byte-identical
-//!   output, which `tests/kernel_sizes.rs` checks per page against zram.
+//!   output.
+//!
+//! Data layout: stateless functions; the caller owns the compressor's hash table ([`Dict`])
+//! and reuses it across calls (it is cleared per call). Lock order: no locks.
+//!
+//! Decoders treat their input as hostile: corrupt or truncated input gives `Err`, never a panic
+//! or an out-of-bounds access.
 
-use std::cell::RefCell;
-
-use crate::Error;
+#![deny(missing_docs)]
 
 mod compress;
 mod decompress;
@@ -37,8 +73,12 @@ pub enum Variant {
 
 /// Bits of the hash table index.
 pub(crate) const D_BITS: u32 = 13;
-/// Entries in the hash table (16 KiB of u16 offsets).
-pub(crate) const D_SIZE: usize = 1 << D_BITS;
+/// Entries in the compressor's hash table (16 KiB of u16 offsets).
+pub const D_SIZE: usize = 1 << D_BITS;
+
+/// The compressor's hash table: offsets of earlier input positions by the hash of their next 4
+/// bytes. Allocate it once (16 KiB) and pass it to every [`compress_exact`] call.
+pub type Dict = [u16; D_SIZE];
 
 /// The largest output of [`compress_exact`] for `src_len` input bytes (the LZO1X-1 worst case
 /// plus the 2-byte lzo-rle header).
@@ -46,66 +86,10 @@ pub fn worst_compressed_len(src_len: usize) -> usize {
     src_len + src_len / 16 + 64 + 3 + 2
 }
 
-/// Per-thread LZO working memory: the hash table, and a scratch output for callers whose
-/// destination is smaller than the worst case.
-pub(crate) struct WorkMem {
-    pub(crate) dict: Box<[u16; D_SIZE]>,
-    scratch: Vec<u8>,
-}
-
-impl WorkMem {
-    pub(crate) fn new() -> WorkMem {
-        WorkMem {
-            dict: Box::new([0u16; D_SIZE]),
-            scratch: Vec::new(),
-        }
-    }
-}
-
-thread_local! {
-    static WORKMEM: RefCell<Option<WorkMem>> = const { RefCell::new(None) };
-}
-
-/// Compresses with this thread's working memory.
-pub(crate) fn compress(src: &[u8], dst: &mut [u8], variant: Variant) -> Result<usize, Error> {
-    crate::tls::with_cached(
-        &WORKMEM,
-        || Ok(WorkMem::new()),
-        |wm| {
-            let worst = worst_compressed_len(src.len());
-            if dst.len() >= worst {
-                return Ok(compress_exact(src, dst, variant, &mut wm.dict));
-            }
-            // Undersized destination: compress into scratch, then copy if it fits.
-            if wm.scratch.len() < worst {
-                wm.scratch.resize(worst, 0);
-            }
-            let n = compress_exact(src, &mut wm.scratch, variant, &mut wm.dict);
-            match dst.get_mut(..n) {
-                Some(d) => {
-                    d.copy_from_slice(&wm.scratch[..n]);
-                    Ok(n)
-                }
-                None => Err(Error::DstTooSmall {
-                    available: dst.len(),
-                }),
-            }
-        },
-    )
-}
-
-/// Decompresses an `lzo` or `lzo-rle` stream (told apart by the header, as in the kernel).
-pub(crate) fn decompress(src: &[u8], dst: &mut [u8]) -> Result<usize, Error> {
-    decompress_safe(src, dst).map_err(|e| Error::Corrupt {
-        algorithm: "lzo",
-        reason: e.reason(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     //! Small inputs so that Miri (which checks the pointer code for undefined behaviour) can
-    //! run them: `cargo +nightly miri test -p uzswap-compress --lib lzo`.
+    //! run them: `cargo +nightly miri test -p uzswap-lzo --lib`.
 
     use super::*;
 

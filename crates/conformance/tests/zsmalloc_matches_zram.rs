@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Issue #2: the uzswap allocator holds exactly as many pages as the kernel's zsmalloc.
 //!
 //! Real pages (ELF binaries and a live python3/perl process's memory) are written one at a

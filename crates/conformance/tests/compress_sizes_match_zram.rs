@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Per-page compressed sizes against the live kernel (zram0), under `UZSWAP_KERNEL_TESTS=1`.
 //!
 //! Each page is written alone to a fresh slot of zram0 with O_DIRECT; the growth of
@@ -6,7 +7,7 @@
 //! (compressed length >= huge_class_size, 3625 bytes at zsmalloc chain size 8) count 4096 and
 //! are compared by that threshold only.
 
-mod common;
+use uzswap_conformance::pages as common;
 
 use uzswap_compress::{compress, compress_kernel_exact, Algorithm, MAX_COMPRESSED_LEN};
 use uzswap_kernel::zram::{Zram, PAGE_SIZE};

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The estimate against the running kernel: the same real pages written to an unused zram0
 //! with every zram algorithm the estimator models (root, UZSWAP_KERNEL_TESTS=1).
 

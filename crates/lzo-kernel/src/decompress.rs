@@ -1,3 +1,24 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// Follows the Linux kernel's lib/lzo (lzo1x_compress.c, lzo1x_decompress_safe.c, lzodefs.h),
+// which carry this notice:
+//
+//  LZO1X Compressor from LZO / LZO1X Decompressor from LZO
+//
+//  Copyright (C) 1996-2012 Markus F.X.J. Oberhumer <markus@oberhumer.com>
+//
+//  The full LZO package can be found at:
+//  http://www.oberhumer.com/opensource/lzo/
+//
+//  Changed for Linux kernel use by:
+//  Nitin Gupta <nitingupta910@gmail.com>
+//  Richard Purdie <rpurdie@openedhand.com>
+//
+// Rewritten in Rust for uzswap by the uzswap developers (2026). This file is free software;
+// you can redistribute it and/or modify it under the terms of the GNU General Public License
+// version 2 as published by the Free Software Foundation (see COPYING in this crate). It is
+// distributed WITHOUT ANY WARRANTY; without even the implied warranty of MERCHANTABILITY or
+// FITNESS FOR A PARTICULAR PURPOSE.
 //! Bounds-checked LZO1X decompressors for `lzo` and `lzo-rle` streams.
 //!
 //! Two implementations of one specification:
@@ -27,7 +48,8 @@ pub enum LzoError {
 }
 
 impl LzoError {
-    pub(crate) fn reason(self) -> &'static str {
+    /// A short description of the cause, for error messages.
+    pub fn reason(self) -> &'static str {
         match self {
             LzoError::InputOverrun => "truncated stream",
             LzoError::OutputOverrun => "output larger than the destination",

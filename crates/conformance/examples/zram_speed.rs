@@ -1,14 +1,14 @@
+// SPDX-License-Identifier: MIT
 //! Same-run speed comparison with the kernel: zram0 write/read (O_DIRECT, 1 MiB requests)
 //! against this crate's compress/decompress of the same pages, for lz4, lzo and lzo-rle.
 //!
-//! `UZSWAP_KERNEL_TESTS=1 cargo run --release -p uzswap-compress --example zram_speed [ROUNDS]`
+//! `UZSWAP_KERNEL_TESTS=1 cargo run --release -p uzswap-conformance --example zram_speed [ROUNDS]`
 //! Needs root and an unused zram0 (disksize 0); zram0 is reset and its algorithm restored
 //! afterwards (also on panic, by the `Zram` guard). Each round: one timed zram write pass, one
 //! timed zram read pass, then one timed user-space compress pass and decompress pass.
 
 use std::io::Write as _; // skip notices bypass the test harness's output capture
-#[path = "../tests/common/mod.rs"]
-mod common;
+use uzswap_conformance::pages as common;
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fs::OpenOptions;

@@ -1,3 +1,24 @@
+// SPDX-License-Identifier: GPL-2.0-only
+//
+// Follows the Linux kernel's lib/lzo (lzo1x_compress.c, lzo1x_decompress_safe.c, lzodefs.h),
+// which carry this notice:
+//
+//  LZO1X Compressor from LZO / LZO1X Decompressor from LZO
+//
+//  Copyright (C) 1996-2012 Markus F.X.J. Oberhumer <markus@oberhumer.com>
+//
+//  The full LZO package can be found at:
+//  http://www.oberhumer.com/opensource/lzo/
+//
+//  Changed for Linux kernel use by:
+//  Nitin Gupta <nitingupta910@gmail.com>
+//  Richard Purdie <rpurdie@openedhand.com>
+//
+// Rewritten in Rust for uzswap by the uzswap developers (2026). This file is free software;
+// you can redistribute it and/or modify it under the terms of the GNU General Public License
+// version 2 as published by the Free Software Foundation (see COPYING in this crate). It is
+// distributed WITHOUT ANY WARRANTY; without even the implied warranty of MERCHANTABILITY or
+// FITNESS FOR A PARTICULAR PURPOSE.
 //! The kernel's LZO1X-1 compressor (`lzo` and `lzo-rle`), re-implemented for identical output.
 //!
 //! Every choice below that affects the output (where the scan starts, the skip heuristic, the
@@ -10,7 +31,7 @@
 //! its registers. With checked slices the compressor ran 5.5 % slower than a gcc -O2 build of
 //! the kernel's C on the same pages (identical output); now 1-2 % (BENCHMARKS.md).
 
-use super::{Variant, D_BITS, D_SIZE};
+use super::{Dict, Variant, D_BITS, D_SIZE};
 
 const M2_MAX_LEN: usize = 8;
 const M3_MAX_LEN: usize = 33;
@@ -167,12 +188,7 @@ impl Out {
 ///
 /// # Panics
 /// If `out` is shorter than [`worst_compressed_len(src.len())`](super::worst_compressed_len).
-pub fn compress_exact(
-    src: &[u8],
-    out: &mut [u8],
-    variant: Variant,
-    dict: &mut [u16; D_SIZE],
-) -> usize {
+pub fn compress_exact(src: &[u8], out: &mut [u8], variant: Variant, dict: &mut Dict) -> usize {
     assert!(out.len() >= super::worst_compressed_len(src.len()));
     let rle = variant == Variant::LzoRle;
     let mut o = Out {
@@ -234,7 +250,7 @@ fn compress_chunk<const RLE: bool>(
     len: usize,
     o: &mut Out,
     mut ti: usize,
-    dict: &mut [u16; D_SIZE],
+    dict: &mut Dict,
 ) -> usize {
     let in_end = base + len;
     // Scanning stops 20 bytes before the end: the word compares below may then read 16 bytes

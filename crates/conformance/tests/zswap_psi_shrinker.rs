@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! End to end: a real Linux PSI memory-pressure event drives the cache's shrinker.
 //!
 //! A child process in a dedicated memory cgroup with a small limit keeps reading a file much
@@ -9,7 +10,7 @@
 //! Runs only with `UZSWAP_KERNEL_TESTS=1` (root, PSI, a memory cgroup controller); everything
 //! it creates (child, cgroup, file, monitor) is undone by Drop guards, also on panic.
 
-mod common;
+use uzswap_conformance::cache as common;
 
 use std::io::Write as _;
 use std::os::fd::AsRawFd;
