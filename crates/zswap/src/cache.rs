@@ -68,6 +68,8 @@ pub(crate) struct Inner {
     pub(crate) params: Mutex<Params>,
     pub(crate) hot: HotParams,
     pub(crate) reached_full: AtomicBool,
+    /// The pool limit was lowered and the pools may still be above it (`check_invariants`).
+    pub(crate) limit_lowered: AtomicBool,
     pub(crate) pools: pool::Pools,
     pub(crate) areas: Box<[OnceLock<Area>]>,
     pub(crate) cgroups: cgroup::Cgroups,
@@ -114,6 +116,7 @@ impl Zswap {
             params: Mutex::new(params),
             hot,
             reached_full: AtomicBool::new(false),
+            limit_lowered: AtomicBool::new(false),
             areas: (0..MAX_AREAS).map(|_| OnceLock::new()).collect(),
             cgroups: cgroup::Cgroups::new(nodes),
             stats: Striped::new(),
@@ -124,14 +127,14 @@ impl Zswap {
                 cv: Condvar::new(),
                 idle_cv: Condvar::new(),
             },
-            faults: FaultHooks::default(),
+            faults: FaultHooks::new(),
             nodes,
         });
         let w = inner.clone();
         let handle = std::thread::Builder::new()
             .name("zswap-shrink".into())
             .spawn(move || w.worker_main())
-            .map_err(|e| Error::InvalidParam(format!("cannot start the shrink worker: {e}")))?;
+            .map_err(Error::WorkerSpawn)?;
         Ok(Zswap {
             inner,
             worker: Mutex::new(Some(handle)),
@@ -280,10 +283,10 @@ impl Zswap {
         p.validate()?;
         let mut cur = self.inner.params.lock();
         if p.numa_nodes != cur.numa_nodes {
-            return Err(Error::InvalidParam(format!(
-                "numa_nodes can't change at run time (the cache has {})",
-                cur.numa_nodes
-            )));
+            return Err(Error::NumaNodesFixed {
+                current: cur.numa_nodes,
+                requested: p.numa_nodes,
+            });
         }
         if p.compressor != cur.compressor || p.chain_size != cur.chain_size {
             self.inner.pools.switch(p.compressor, p.chain_size)?;
@@ -294,6 +297,10 @@ impl Zswap {
         {
             // A new limit re-evaluates the hysteresis latch from scratch.
             self.inner.reached_full.store(false, Relaxed);
+            if p.max_pool_pages() < cur.max_pool_pages() {
+                // The pools may sit above the new limit until the shrinker catches up.
+                self.inner.limit_lowered.store(true, Relaxed);
+            }
             self.inner.pools.set_max_cached_pages(cache_bound(&p));
         }
         *cur = p;
@@ -471,7 +478,8 @@ impl Zswap {
             .map_or(0, pressure::Monitor::stop)
     }
 
-    /// Allocation failure hooks (tests).
+    /// Allocation failure hooks (tests; cargo feature `test-hooks`).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn fault_hooks(&self) -> &FaultHooks {
         &self.inner.faults
     }

@@ -156,9 +156,7 @@ impl Cgroups {
     pub(crate) fn remove(&self, id: CgroupId) -> Result<(), Error> {
         let next = self.admin.lock();
         if id == CgroupId::ROOT {
-            return Err(Error::InvalidParam(
-                "the root cgroup can't be removed".into(),
-            ));
+            return Err(Error::RootCgroup);
         }
         let cg = match self.get(id.0) {
             Some(c) if c.is_online() => c,

@@ -197,6 +197,58 @@ impl ShardTable {
         }
     }
 
+    /// Checks the shard's own structure and returns its slots that hold something, as
+    /// `(in-shard index, word, entry if the word names one)` (the cache's invariant checker).
+    /// Checked: every entry word names a distinct live slab cell, `live` counts them, and the
+    /// free list covers exactly the other cells.
+    pub(crate) fn check(&self) -> Result<Vec<(usize, SlotWord, Option<Entry>)>, String> {
+        let mut named = vec![false; self.entries.len()];
+        let mut out = Vec::new();
+        for (i, &w) in self.words.iter().enumerate() {
+            let w = SlotWord(w);
+            let entry = match w.value() {
+                SlotValue::Empty => continue,
+                SlotValue::Zero | SlotValue::OnDisk(_) => None,
+                SlotValue::Entry(ei) => {
+                    let cell = named
+                        .get_mut(ei as usize)
+                        .ok_or_else(|| format!("slot {i} names entry {ei} beyond the slab"))?;
+                    if std::mem::replace(cell, true) {
+                        return Err(format!("entry {ei} is named by two slots"));
+                    }
+                    Some(self.entries[ei as usize])
+                }
+            };
+            out.push((i, w, entry));
+        }
+        let live = named.iter().filter(|&&n| n).count();
+        if live != self.live as usize {
+            return Err(format!(
+                "{live} entries named, the shard counts {}",
+                self.live
+            ));
+        }
+        let mut free = 0;
+        let mut cur = self.free;
+        while let Some(c) = cur {
+            if named.get(c as usize) != Some(&false) || free > self.entries.len() {
+                return Err(format!(
+                    "free list reaches cell {c}, live or out of the slab"
+                ));
+            }
+            free += 1;
+            let next = self.entries[c as usize].lru;
+            cur = (next != FREE_END).then_some(next);
+        }
+        if free + live != self.entries.len() {
+            return Err(format!(
+                "{free} free + {live} live cells, the slab has {}",
+                self.entries.len()
+            ));
+        }
+        Ok(out)
+    }
+
     /// Metadata bytes held: (word table, entry slab).
     pub(crate) fn heap_bytes(&self) -> (usize, usize) {
         (

@@ -26,7 +26,7 @@
 //! | `cgroup` | cgroups, charges, zswap.max, zswap.writeback, reparenting |
 //! | `stats` | striped counters and the [`Counters`] snapshot |
 //! | `params`, `numa`, `pressure` | [`Params`], NUMA nodes, the PSI pressure source |
-//! | `error`, `outcome`, `hooks`, `buf` | [`Error`], [`StoreOutcome`] and friends, [`FaultHooks`], per-thread buffers |
+//! | `error`, `outcome`, `hooks`, `buf` | [`Error`], [`StoreOutcome`] and friends, `FaultHooks` (feature `test-hooks`), per-thread buffers |
 //!
 //! **Data layout** (see `index.rs`): per swap area a table of u32 slot words, split in shards
 //! of 4096 slots, each shard under a mutex. A slot word is empty, a zero page (no entry, no
@@ -68,6 +68,7 @@
 mod buf;
 mod cache;
 mod cgroup;
+mod check;
 mod entry;
 mod error;
 mod hooks;
@@ -90,6 +91,7 @@ mod worker;
 pub use cache::Zswap;
 pub use cgroup::{CgroupId, MAX_CGROUPS};
 pub use error::Error;
+#[cfg(any(test, feature = "test-hooks"))]
 pub use hooks::FaultHooks;
 pub use numa::{nr_nodes, MAX_NUMA_NODES};
 pub use outcome::{LoadOutcome, MetadataUsage, PoolInfo, RejectReason, SlotState, StoreOutcome};

@@ -18,6 +18,17 @@ use crate::stats::{C, G};
 use crate::worker::HotGuard;
 use crate::{Error, SwapSlot, PAGE_SIZE};
 
+/// Why an entry could not be read back (the three causes of the kernel's `decompress_fail`).
+#[derive(Debug)]
+pub(crate) enum DecompressFail {
+    /// The pool rejected the handle.
+    Stale(uzswap_zsmalloc::Error),
+    /// The object is shorter than the entry's length.
+    Short { capacity: usize },
+    /// The decoder failed, or produced less than a page.
+    Corrupt(uzswap_compress::Error),
+}
+
 thread_local! {
     /// The slot after this thread's last load, as (area, offset): a load of exactly that slot
     /// continues a sequential run (a scan, a swap-in readahead window, a pager faulting
@@ -36,26 +47,36 @@ fn continues_run(slot: SwapSlot) -> bool {
 impl Inner {
     /// Decompress (or copy, for a raw entry) into `page`. The caller owns the entry (slot marked
     /// in flight) so its pool reference is held.
-    pub(crate) fn decompress_entry(&self, e: &Entry, page: &mut [u8]) -> bool {
+    pub(crate) fn decompress_entry(
+        &self,
+        e: &Entry,
+        page: &mut [u8],
+    ) -> Result<(), DecompressFail> {
         // SAFETY: the caller owns the entry (its slot is marked in flight), and with it the
         // entry's pool reference, for the whole call.
         let pool = unsafe { self.pools.get(e.pool) };
         let Some(h) = Handle::from_raw(e.handle) else {
-            return false;
+            return Err(DecompressFail::Stale(uzswap_zsmalloc::Error::InvalidHandle));
         };
-        let Ok(obj) = pool.zs.read(h) else {
-            return false;
-        };
+        let obj = pool.zs.read(h).map_err(DecompressFail::Stale)?;
         let len = e.length as usize;
         if obj.len() < len {
-            return false;
+            return Err(DecompressFail::Short {
+                capacity: obj.len(),
+            });
         }
         let src = &obj[..len];
         if len == PAGE_SIZE {
             page.copy_from_slice(src);
-            true
-        } else {
-            matches!(uzswap_compress::decompress(pool.alg, src, page), Ok(n) if n == PAGE_SIZE)
+            return Ok(());
+        }
+        match uzswap_compress::decompress(pool.alg, src, page) {
+            Ok(n) if n == PAGE_SIZE => Ok(()),
+            Ok(_) => Err(DecompressFail::Corrupt(uzswap_compress::Error::Corrupt {
+                algorithm: pool.alg.kernel_name(),
+                reason: "the data decompresses to less than a page",
+            })),
+            Err(err) => Err(DecompressFail::Corrupt(err)),
         }
     }
 
@@ -139,15 +160,15 @@ impl Inner {
                 }
                 t.set_word(i, w.with_loading());
                 drop(t);
-                let ok = self.decompress_entry(&e, page);
+                let res = self.decompress_entry(&e, page);
                 let mut t = shard.table.lock();
-                if !ok {
+                if let Err(fail) = res {
                     t.set_word(i, w);
                     shard.wake(&t);
                     drop(t);
                     page.fill(0);
                     self.count(G::DecompressFail);
-                    return Err(Error::Decompress(slot));
+                    return Err(self.decompress_error(fail, slot, &e));
                 }
                 if exclusive {
                     t.free_entry(ei);
@@ -231,6 +252,26 @@ impl Inner {
             WarmProtection::ProtectedSize => c.lists[node].lock().nr_protected += 1,
         }
     }
+
+    /// The public error for a failed load of `slot` (cold path).
+    #[cold]
+    fn decompress_error(&self, fail: DecompressFail, slot: SwapSlot, e: &Entry) -> Error {
+        match fail {
+            DecompressFail::Stale(source) => Error::StaleHandle { slot, source },
+            DecompressFail::Short { capacity } => Error::ShortObject {
+                slot,
+                length: usize::from(e.length),
+                capacity,
+            },
+            DecompressFail::Corrupt(source) => Error::CorruptData {
+                slot,
+                // SAFETY: the caller still owns the entry (it stays stored after a failed
+                // load), and with it the pool reference.
+                compressor: unsafe { self.pools.get(e.pool) }.alg,
+                source,
+            },
+        }
+    }
 }
 
 #[cfg(test)]
@@ -264,7 +305,7 @@ mod tests {
         let mut buf = vec![0x55u8; PAGE_SIZE];
         assert!(matches!(
             z.load(s, &mut buf, true),
-            Err(Error::Decompress(_))
+            Err(Error::CorruptData { .. })
         ));
         assert!(buf.iter().all(|&b| b == 0), "no garbage handed out");
         let c = z.counters();
@@ -273,5 +314,82 @@ mod tests {
         assert_eq!(c.stored_pages, 1);
         z.invalidate(s);
         assert_eq!(z.counters().stored_pages, 0);
+    }
+
+    /// The stored entry of `slot` (tests: nothing else runs on the cache).
+    fn entry_of(z: &crate::Zswap, slot: SwapSlot) -> crate::index::Entry {
+        let (shard, i) = z
+            .inner
+            .area(slot.area)
+            .unwrap()
+            .index
+            .locate(slot.offset)
+            .unwrap();
+        let t = shard.table.lock();
+        let SlotValue::Entry(ei) = t.word(i).value() else {
+            panic!("not stored")
+        };
+        *t.entry(ei)
+    }
+
+    #[test]
+    fn an_object_freed_behind_the_entry_is_a_stale_handle() {
+        let z = cache();
+        let s = SwapSlot::new(0, 5);
+        assert_eq!(z.store(s, &page(1), CgroupId::ROOT), StoreOutcome::Stored);
+        let e = entry_of(&z, s);
+        // SAFETY: the entry stays stored, holding its pool.
+        let pool = unsafe { z.inner.pools.get(e.pool) };
+        pool.zs.free(Handle::from_raw(e.handle).unwrap()).unwrap();
+        let mut buf = vec![0x55u8; PAGE_SIZE];
+        let err = z.load(s, &mut buf, false).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::StaleHandle {
+                    source: uzswap_zsmalloc::Error::InvalidHandle,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(buf.iter().all(|&b| b == 0));
+        assert_eq!(z.counters().decompress_fail, 1);
+        z.invalidate(s);
+        assert_eq!(z.counters().stored_pages, 0);
+    }
+
+    #[test]
+    fn an_entry_longer_than_its_object_is_a_short_object() {
+        let z = cache();
+        let s = SwapSlot::new(0, 6);
+        assert_eq!(z.store(s, &page(2), CgroupId::ROOT), StoreOutcome::Stored);
+        let e = entry_of(&z, s);
+        // SAFETY: the entry stays stored, holding its pool.
+        let pool = unsafe { z.inner.pools.get(e.pool) };
+        let capacity = pool
+            .zs
+            .capacity(Handle::from_raw(e.handle).unwrap())
+            .unwrap();
+        assert!(capacity + 1 < PAGE_SIZE);
+        let set_length = |len: u16| {
+            let (shard, i) = z.inner.area(0).unwrap().index.locate(6).unwrap();
+            let mut t = shard.table.lock();
+            let SlotValue::Entry(ei) = t.word(i).value() else {
+                panic!("not stored")
+            };
+            t.entry_mut(ei).length = len;
+        };
+        set_length(capacity as u16 + 1);
+        let mut buf = vec![0x55u8; PAGE_SIZE];
+        let err = z.load(s, &mut buf, false).unwrap_err();
+        assert!(
+            matches!(err, Error::ShortObject { length, capacity: c, .. } if length == capacity + 1 && c == capacity),
+            "{err:?}"
+        );
+        assert!(buf.iter().all(|&b| b == 0));
+        set_length(e.length);
+        z.load(s, &mut buf, true).unwrap();
+        assert_eq!(buf, page(2));
     }
 }

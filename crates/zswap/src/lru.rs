@@ -1,8 +1,8 @@
 //! One LRU list (the kernel's `list_lru_one`): an intrusive doubly linked list over a node slab.
 //!
 //! There is one list per (cgroup, node); together they form the single global LRU shared by all
-//! pools ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)). A node holds the entry's swap slot, packed into a u64; the entry holds its
-//! node index. Nodes are only removed by the entry's owner (the free path); the shrinker only
+//! pools ("mm/zswap: optimize for dynamic zswap_pools", v3, 6.9). A node holds the entry's swap
+//! slot, packed into a u64; the entry holds its node index. Nodes are only removed by the entry's owner (the free path); the shrinker only
 //! rotates them, so a node it looked at may be gone by the time it checks the slot, and it then
 //! re-validates the entry in the index (see `shrink.rs`).
 
@@ -24,7 +24,8 @@ pub(crate) struct LruList {
     head: Option<u32>,
     tail: Option<u32>,
     len: u32,
-    /// The estimate of warm entries of "zswap: shrink zswap pool based on memory pressure" (6.8) (used by `WarmProtection::ProtectedSize`).
+    /// The estimate of warm entries of "zswap: shrink zswap pool based on memory pressure"
+    /// (6.8), used by `WarmProtection::ProtectedSize`.
     pub(crate) nr_protected: u64,
 }
 
@@ -127,6 +128,36 @@ impl LruList {
             }
         }
         Some((h, key))
+    }
+
+    /// Checks the links and returns `(node index, key)` from coldest to newest (the cache's
+    /// invariant checker): `prev` links mirror `next` links, the walk ends at the tail, and its
+    /// length is `len`.
+    pub(crate) fn check(&self) -> Result<Vec<(u32, u64)>, String> {
+        let mut out = Vec::with_capacity(self.len as usize);
+        let (mut prev, mut cur) = (NIL, self.head);
+        while let Some(i) = cur {
+            let n = self
+                .nodes
+                .get(i as usize)
+                .ok_or_else(|| format!("node {i} beyond the slab"))?;
+            if n.prev != prev {
+                return Err(format!("node {i}: prev {} != {prev}", n.prev));
+            }
+            out.push((i, n.key));
+            if out.len() > self.nodes.len() {
+                return Err("the list loops".into());
+            }
+            prev = i;
+            cur = (n.next != NIL).then_some(n.next);
+        }
+        if self.tail != (prev != NIL).then_some(prev) {
+            return Err(format!("tail {:?}, the walk ends at {prev}", self.tail));
+        }
+        if out.len() != self.len as usize {
+            return Err(format!("{} nodes linked, len {}", out.len(), self.len));
+        }
+        Ok(out)
     }
 
     /// Keys from coldest to newest (tests and diagnostics).

@@ -108,7 +108,7 @@ impl Inner {
         drop(t);
         // The slot is ours: decompress and write with no lock held.
         let res = with_buf(&PAGE_BUF, PAGE_SIZE, |buf| {
-            if !self.decompress_entry(&e, buf) {
+            if self.decompress_entry(&e, buf).is_err() {
                 return Err(G::DecompressFail);
             }
             area.store

@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::buf::{with_buf, COMP_BUF};
 use crate::cache::{Area, Inner};
 use crate::cgroup::CgroupId;
-use crate::hooks::FaultHooks;
 use crate::index::{Entry, Shard, SlotValue, SlotWord};
 use crate::lru::pack_slot;
 use crate::numa;
@@ -204,7 +203,7 @@ impl Inner {
                         page
                     }
                 };
-                if FaultHooks::take(&self.faults.fail_pool_allocs) {
+                if self.faults.fail_pool_alloc() {
                     return Err(RejectReason::AllocFail);
                 }
                 match pool.zs.alloc_write(data) {
@@ -233,7 +232,7 @@ impl Inner {
         };
         let node = node.unwrap_or_else(|| numa::current_node(self.nodes));
         let warm = self.hot.warm();
-        let lru = if FaultHooks::take(&self.faults.fail_entry_allocs) {
+        let lru = if self.faults.fail_entry_alloc() {
             None
         } else {
             let mut l = cgrp.lists[node].lock();
