@@ -23,6 +23,8 @@
 //! ```
 
 #![deny(missing_docs)]
+// One function needs unsafe (`swapfile::zeroed_table`), and allows it for itself.
+#![deny(unsafe_code)]
 
 mod alloc;
 mod error;

@@ -45,10 +45,12 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use rustix::fs::FallocateFlags;
+use rustix::io::Errno;
 
 use crate::alloc::{self, CLUSTER_SLOTS};
 use crate::error::{Error, HeaderError, Op, Result};
@@ -207,6 +209,8 @@ fn open_temp(dir: &Path) -> io::Result<File> {
 /// An all-zero checksum table of `n` entries, from `alloc_zeroed`: the OS hands out zero pages
 /// lazily, so a large, mostly unused area costs no resident memory, and a request the allocator
 /// cannot satisfy is an error instead of an abort.
+// The crate's one unsafe function: std has no safe way to get zeroed atomics lazily.
+#[allow(unsafe_code)]
 fn zeroed_table(n: usize) -> Option<Box<[AtomicU64]>> {
     let layout = std::alloc::Layout::array::<AtomicU64>(n).ok()?;
     if layout.size() == 0 {
@@ -466,22 +470,14 @@ impl SwapFile {
 
     /// Punches the blocks `[first, first + n)`; remembers if the filesystem cannot.
     fn punch(&self, first: u64, n: u64) {
-        // SAFETY: fallocate on a descriptor we own, with a range inside the file; it touches
-        // no memory of this process.
-        let rc = unsafe {
-            libc::fallocate(
-                self.file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                self.block_pos(first) as libc::off_t,
-                (n * PAGE_SIZE as u64) as libc::off_t,
-            )
-        };
-        if rc != 0 {
-            let err = io::Error::last_os_error();
-            if matches!(
-                err.raw_os_error(),
-                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
-            ) {
+        let rc = rustix::fs::fallocate(
+            &self.file,
+            FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+            self.block_pos(first),
+            n * PAGE_SIZE as u64,
+        );
+        if let Err(e) = rc {
+            if e == Errno::OPNOTSUPP || e == Errno::NOSYS {
                 self.punch_hole.store(false, Ordering::Relaxed);
             }
         }

@@ -154,6 +154,7 @@ impl Pool {
                     obj_used: 0,
                     free_handles: Vec::new(),
                     next_handle: 0,
+                    retired_handles: 0,
                 }),
             })
             .collect();
@@ -338,7 +339,14 @@ impl Pool {
         let loc = Loc::unpack(entry.loc.load(Ordering::Relaxed));
         g.obj_free(loc.zsid, loc.obj_idx, &self.arena);
         g.obj_used -= 1;
-        g.free_handles.push(slot);
+        // A slot whose next generation would be its first again has used every generation:
+        // retire it, so that no handle it ever gave out can name a later object (see
+        // `handle.rs`).
+        if state_gen(entry.state.load(Ordering::Relaxed)) != class.handles.first_gen() {
+            g.free_handles.push(slot);
+        } else {
+            g.retired_handles += 1;
+        }
         if g.fix_fullness(loc.zsid) == RATIO_0 {
             g.remove(loc.zsid);
             let frame = g.release_zspage(loc.zsid);
@@ -497,5 +505,39 @@ mod tests {
         }
         assert_eq!(n, 3);
         assert_eq!(p.total_pages(), 3);
+    }
+
+    /// One hot slot driven through its whole generation space (2^24 - 1 allocations): every
+    /// handle it gives out is new, a freed handle never reads a later object, and the slot
+    /// is then retired (the next allocation takes a fresh slot).
+    #[test]
+    #[cfg_attr(miri, ignore = "16.7 million allocations")]
+    fn a_hot_slot_is_retired_before_its_generation_wraps() {
+        use crate::handle::GEN_MASK;
+        let p = pool(8);
+        let first = p.alloc_write(b"first").unwrap();
+        let slot = first.slot();
+        p.free(first).unwrap();
+        let mut last = first;
+        for n in 1..GEN_MASK {
+            let h = p.alloc_write(b"again").unwrap();
+            assert_eq!(h.slot(), slot, "last-freed-first: the same hot slot");
+            assert_ne!(h, first, "generation reused after {n} allocations");
+            if n % (1 << 20) == 0 {
+                assert_eq!(p.read(first).map(|_| ()), Err(Error::InvalidHandle));
+                assert_eq!(p.read(last).map(|_| ()), Err(Error::InvalidHandle));
+            }
+            last = h;
+            p.free(h).unwrap();
+        }
+        // Every generation was used once: the slot is retired, not reused.
+        let fresh = p.alloc_write(b"fresh").unwrap();
+        assert_ne!(fresh.slot(), slot);
+        for stale in [first, last] {
+            assert_eq!(p.read(stale).map(|_| ()), Err(Error::InvalidHandle));
+            assert_eq!(p.free(stale), Err(Error::InvalidHandle));
+        }
+        assert_eq!(&p.read(fresh).unwrap()[..5], b"fresh");
+        p.check_invariants().unwrap();
     }
 }

@@ -328,14 +328,17 @@ impl Zswap {
         self.inner.cgroups.set_writeback(cg, enabled)
     }
 
-    /// Metadata bytes per stored (compressed or raw) page: entry slabs, slot tables and LRU
-    /// nodes, divided by `stored_pages` (zero pages only cost their 4-byte slot word).
+    /// Metadata bytes per stored (compressed or raw) page: everything the cache and its
+    /// allocator keep besides the pool pages (entry slabs, slot tables, LRU nodes, the pools'
+    /// handle tables, zspage records and free lists: [`MetadataUsage::total_bytes`]), divided
+    /// by `stored_pages` (zero pages only cost their 4-byte slot word).
     pub fn metadata_bytes_per_entry(&self) -> f64 {
         let m = self.metadata();
         m.total_bytes() as f64 / m.stored_pages.max(1) as f64
     }
 
-    /// Metadata memory, measured from the allocations held now.
+    /// Metadata memory of the cache and its pools' allocator, measured from the allocations
+    /// held now.
     pub fn metadata(&self) -> MetadataUsage {
         let i = &self.inner;
         let mut m = MetadataUsage::default();
@@ -355,6 +358,12 @@ impl Zswap {
                     .sum::<u64>();
             }
         }
+        m.allocator_bytes = i
+            .pools
+            .live()
+            .iter()
+            .map(|p| p.zs.metadata_bytes() as u64)
+            .sum();
         m.stored_pages = i.stats.gauge(G::StoredPages as usize);
         m.zero_pages = i.stats.gauge(G::ZeroPages as usize);
         m

@@ -22,6 +22,7 @@ use crate::{Error, PAGE_SIZE};
 pub struct CgroupId(pub u32);
 
 impl CgroupId {
+    /// The root cgroup.
     pub const ROOT: CgroupId = CgroupId(0);
 }
 

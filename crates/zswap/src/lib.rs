@@ -65,6 +65,8 @@
 //! whatever the race gives. Slot allocation belongs to the caller
 //! ([`BackingStore::alloc_slot`]).
 
+#![deny(missing_docs)]
+
 mod buf;
 mod cache;
 mod cgroup;

@@ -63,11 +63,17 @@ pub enum LoadOutcome {
 /// What one slot holds (tests and diagnostics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SlotState {
+    /// Nothing in the pool (the slot may still have a block in the backing store).
     Empty,
+    /// A zero-filled page (no entry).
     Zero,
+    /// An entry in a pool.
     Stored {
+        /// Compressed length (`PAGE_SIZE` for a page kept as-is).
         length: u16,
+        /// The entry pool's compressor.
         compressor: Algorithm,
+        /// The second-chance bit.
         referenced: bool,
     },
 }
@@ -75,7 +81,9 @@ pub enum SlotState {
 /// One live compressor pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolInfo {
+    /// Its compressor.
     pub compressor: Algorithm,
+    /// Its zsmalloc chain size.
     pub chain_size: usize,
     /// Pages its zsmalloc pool holds.
     pub total_pages: u64,
@@ -90,15 +98,24 @@ pub struct PoolInfo {
 /// Metadata memory of the cache (entry slabs, slot tables, LRU nodes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct MetadataUsage {
+    /// Slot words (4 bytes per slot of every shard that was ever used).
     pub index_bytes: u64,
+    /// Entry slabs (24 bytes per stored page, in slabs that grow and shrink per shard).
     pub entry_bytes: u64,
+    /// LRU nodes (16 bytes per stored page).
     pub lru_bytes: u64,
+    /// What the pools' allocator keeps outside its zspages: handle tables (16 bytes per object,
+    /// never shrunk), zspage records and free lists (`uzswap_zsmalloc::Pool::metadata_bytes`).
+    pub allocator_bytes: u64,
+    /// Pages stored in the pools (compressed or as-is).
     pub stored_pages: u64,
+    /// Zero-filled pages (a slot word each, no entry).
     pub zero_pages: u64,
 }
 
 impl MetadataUsage {
+    /// Everything the cache and its allocator keep besides the pool pages themselves.
     pub fn total_bytes(&self) -> u64 {
-        self.index_bytes + self.entry_bytes + self.lru_bytes
+        self.index_bytes + self.entry_bytes + self.lru_bytes + self.allocator_bytes
     }
 }

@@ -198,14 +198,19 @@ pub(crate) const NR_CGROUP: usize = C::Zswpwb as usize + 1;
 /// One cgroup's counters, as memory.stat shows them (bytes for `zswap` and `zswapped`).
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct CgroupCounters {
+    /// The cgroup id.
     pub id: u32,
+    /// Its parent (`None` for the root).
     pub parent: Option<u32>,
     /// Compressed bytes charged (memory.zswap.current).
     pub zswap: u64,
     /// Uncompressed bytes stored.
     pub zswapped: u64,
+    /// Pages loaded from the pool (vmstat `zswpin`).
     pub zswpin: u64,
+    /// Pages stored into the pool (vmstat `zswpout`).
     pub zswpout: u64,
+    /// Pages written back to the backing store (vmstat `zswpwb`).
     pub zswpwb: u64,
     /// memory.zswap.max in bytes (`None` = "max").
     pub zswap_max: Option<u64>,
@@ -217,37 +222,67 @@ pub struct CgroupCounters {
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct Counters {
     // debugfs /sys/kernel/debug/zswap/*
+    /// Stores that found the pool at its limit (debugfs `pool_limit_hit`).
     pub pool_limit_hit: u64,
+    /// Shrinker walks that looked at an entry and could not write it back (`reject_reclaim_fail`).
     pub reject_reclaim_fail: u64,
+    /// Stores rejected because the pool could not allocate (`reject_alloc_fail`).
     pub reject_alloc_fail: u64,
+    /// Stores rejected because the entry metadata could not be allocated (`reject_kmemcache_fail`).
     pub reject_kmemcache_fail: u64,
+    /// Stores rejected because the compressor failed (`reject_compress_fail`).
     pub reject_compress_fail: u64,
+    /// Stores rejected because the page did not compress and could not be kept as-is
+    /// (`reject_compress_poor`).
     pub reject_compress_poor: u64,
+    /// Loads or writebacks whose entry could not be read back (`decompress_fail`).
     pub decompress_fail: u64,
+    /// Entries written back to the backing store (`written_back_pages`).
     pub written_back_pages: u64,
+    /// Bytes of the pages every pool holds (`pool_total_size`).
     pub pool_total_size: u64,
+    /// Pages stored in the pools, compressed or as-is (`stored_pages`).
     pub stored_pages: u64,
+    /// Of `stored_pages`, those kept as-is (`stored_incompressible_pages`).
     pub stored_incompressible_pages: u64,
     // zero pages (the swap layer's zeromap in today's kernel)
+    /// Zero-filled pages recorded without an entry (the swap layer's zeromap in today's kernel).
     pub zero_pages: u64,
     // vmstat
+    /// Pages loaded from the pool (vmstat `zswpin`).
     pub zswpin: u64,
+    /// Pages stored into the pool (vmstat `zswpout`).
     pub zswpout: u64,
+    /// Pages written back to the backing store (vmstat `zswpwb`).
     pub zswpwb: u64,
+    /// Pages read from the backing store (vmstat `pswpin`).
     pub pswpin: u64,
+    /// Pages written to the backing store by `swap_out` (vmstat `pswpout`).
     pub pswpout: u64,
+    /// Zero pages loaded (vmstat `swpin_zero`).
     pub swpin_zero: u64,
+    /// Zero pages stored (vmstat `swpout_zero`).
     pub swpout_zero: u64,
     // uzswap additions: why stores were rejected, swap file errors, shrinker activity
+    /// Stores rejected by the pool limit (uzswap).
     pub reject_pool_limit: u64,
+    /// Stores rejected by a cgroup's zswap.max (uzswap).
     pub reject_cgroup_limit: u64,
+    /// Stores rejected while the cache is disabled (uzswap).
     pub reject_disabled: u64,
+    /// Failed backing-store reads, checksum mismatches excepted (uzswap).
     pub swap_read_errors: u64,
+    /// Failed backing-store writes (uzswap).
     pub swap_write_errors: u64,
+    /// Backing-store reads whose block failed its checksum (uzswap).
     pub swap_checksum_errors: u64,
+    /// LRU entries the shrinkers looked at (uzswap).
     pub shrinker_scanned: u64,
+    /// LRU entries the shrinkers wrote back (uzswap).
     pub shrinker_freed: u64,
+    /// Runs of the shrink worker (uzswap).
     pub shrink_worker_runs: u64,
+    /// Times the shrink worker yielded to stores and loads in flight (uzswap).
     pub shrink_worker_yields: u64,
     /// Pool pages freed by compaction (zsmalloc's `pages_compacted`, summed over pools).
     pub pool_pages_compacted: u64,
@@ -257,6 +292,7 @@ pub struct Counters {
     pub pool_cached_size: u64,
     /// Pools alive (the current one plus old ones still holding entries).
     pub nr_pools: u64,
+    /// Every online cgroup's counters.
     pub cgroups: Vec<CgroupCounters>,
 }
 
