@@ -127,10 +127,9 @@ impl Pool {
         let prev = entry.state.fetch_sub(1, Ordering::AcqRel);
         if prev & FREE_PENDING != 0 && prev & READERS_MASK == 1 {
             // The last reader of an object freed meanwhile completes the free.
-            entry
-                .state
-                .store(free_state(next_gen(state_gen(prev))), Ordering::Release);
-            self.release_slot(class, entry, slot);
+            let gen = next_gen(state_gen(prev));
+            entry.state.store(free_state(gen), Ordering::Release);
+            self.release_slot(class, entry, slot, gen);
         }
     }
 

@@ -328,13 +328,14 @@ impl Pool {
                 break;
             }
         }
-        self.release_slot(class, entry, h.slot());
+        self.release_slot(class, entry, h.slot(), next_gen(gen));
         Ok(())
     }
 
     /// Returns a dead entry's slot to its zspage and the entry to the class's handle list;
     /// frees the zspage if it became empty.
-    pub(crate) fn release_slot(&self, class: &SizeClass, entry: &Entry, slot: u32) {
+    /// `gen`: the generation the slot's next handle would carry.
+    pub(crate) fn release_slot(&self, class: &SizeClass, entry: &Entry, slot: u32, gen: u64) {
         let mut g = class.inner.lock();
         let loc = Loc::unpack(entry.loc.load(Ordering::Relaxed));
         g.obj_free(loc.zsid, loc.obj_idx, &self.arena);
@@ -342,7 +343,7 @@ impl Pool {
         // A slot whose next generation would be its first again has used every generation:
         // retire it, so that no handle it ever gave out can name a later object (see
         // `handle.rs`).
-        if state_gen(entry.state.load(Ordering::Relaxed)) != class.handles.first_gen() {
+        if gen != class.handles.first_gen() {
             g.free_handles.push(slot);
         } else {
             g.retired_handles += 1;

@@ -19,14 +19,16 @@ use crate::worker::HotGuard;
 use crate::{Error, SwapSlot, PAGE_SIZE};
 
 /// Why an entry could not be read back (the three causes of the kernel's `decompress_fail`).
-#[derive(Debug)]
+/// Fieldless, so that the load path returns it as cheaply as a bool; the error's details are
+/// gathered on the cold path (`Inner::decompress_error`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum DecompressFail {
     /// The pool rejected the handle.
-    Stale(uzswap_zsmalloc::Error),
+    Stale,
     /// The object is shorter than the entry's length.
-    Short { capacity: usize },
+    Short,
     /// The decoder failed, or produced less than a page.
-    Corrupt(uzswap_compress::Error),
+    Corrupt,
 }
 
 thread_local! {
@@ -56,27 +58,24 @@ impl Inner {
         // entry's pool reference, for the whole call.
         let pool = unsafe { self.pools.get(e.pool) };
         let Some(h) = Handle::from_raw(e.handle) else {
-            return Err(DecompressFail::Stale(uzswap_zsmalloc::Error::InvalidHandle));
+            return Err(DecompressFail::Stale);
         };
-        let obj = pool.zs.read(h).map_err(DecompressFail::Stale)?;
+        let Ok(obj) = pool.zs.read(h) else {
+            return Err(DecompressFail::Stale);
+        };
         let len = e.length as usize;
         if obj.len() < len {
-            return Err(DecompressFail::Short {
-                capacity: obj.len(),
-            });
+            return Err(DecompressFail::Short);
         }
         let src = &obj[..len];
         if len == PAGE_SIZE {
             page.copy_from_slice(src);
-            return Ok(());
-        }
-        match uzswap_compress::decompress(pool.alg, src, page) {
-            Ok(n) if n == PAGE_SIZE => Ok(()),
-            Ok(_) => Err(DecompressFail::Corrupt(uzswap_compress::Error::Corrupt {
-                algorithm: pool.alg.kernel_name(),
-                reason: "the data decompresses to less than a page",
-            })),
-            Err(err) => Err(DecompressFail::Corrupt(err)),
+            Ok(())
+        } else if matches!(uzswap_compress::decompress(pool.alg, src, page), Ok(n) if n == PAGE_SIZE)
+        {
+            Ok(())
+        } else {
+            Err(DecompressFail::Corrupt)
         }
     }
 
@@ -160,16 +159,19 @@ impl Inner {
                 }
                 t.set_word(i, w.with_loading());
                 drop(t);
-                let res = self.decompress_entry(&e, page);
-                let mut t = shard.table.lock();
-                if let Err(fail) = res {
+                if let Err(fail) = self.decompress_entry(&e, page) {
+                    // Still ours (LOADING): the entry and its pool stay put while the error
+                    // is gathered.
+                    let err = self.decompress_error(fail, slot, &e);
+                    let mut t = shard.table.lock();
                     t.set_word(i, w);
                     shard.wake(&t);
                     drop(t);
                     page.fill(0);
                     self.count(G::DecompressFail);
-                    return Err(self.decompress_error(fail, slot, &e));
+                    return Err(err);
                 }
+                let mut t = shard.table.lock();
                 if exclusive {
                     t.free_entry(ei);
                     t.set_word(i, w.with_value(SlotValue::Empty));
@@ -253,23 +255,49 @@ impl Inner {
         }
     }
 
-    /// The public error for a failed load of `slot` (cold path).
+    /// The public error for a failed load of `slot`, with its cause's details: the pool's
+    /// error, the object's size or the decoder's error (cold path: it reads the object again).
+    /// The caller still owns the entry.
     #[cold]
+    #[inline(never)]
     fn decompress_error(&self, fail: DecompressFail, slot: SwapSlot, e: &Entry) -> Error {
-        match fail {
-            DecompressFail::Stale(source) => Error::StaleHandle { slot, source },
-            DecompressFail::Short { capacity } => Error::ShortObject {
+        // SAFETY: the caller owns the entry (its slot is still marked in flight), and with it
+        // the entry's pool reference.
+        let pool = unsafe { self.pools.get(e.pool) };
+        let obj = Handle::from_raw(e.handle)
+            .ok_or(uzswap_zsmalloc::Error::InvalidHandle)
+            .and_then(|h| pool.zs.read(h));
+        let obj = match (fail, obj) {
+            (_, Err(source)) => return Error::StaleHandle { slot, source },
+            (DecompressFail::Stale, Ok(_)) => {
+                // The pool refused the handle a moment ago (say, too many readers at once).
+                return Error::StaleHandle {
+                    slot,
+                    source: uzswap_zsmalloc::Error::Busy,
+                };
+            }
+            (_, Ok(obj)) => obj,
+        };
+        let length = usize::from(e.length);
+        if obj.len() < length {
+            return Error::ShortObject {
                 slot,
-                length: usize::from(e.length),
-                capacity,
+                length,
+                capacity: obj.len(),
+            };
+        }
+        let mut page = vec![0u8; PAGE_SIZE];
+        let source = match uzswap_compress::decompress(pool.alg, &obj[..length], &mut page) {
+            Err(err) => err,
+            Ok(_) => uzswap_compress::Error::Corrupt {
+                algorithm: pool.alg.kernel_name(),
+                reason: "the data decompresses to less than a page",
             },
-            DecompressFail::Corrupt(source) => Error::CorruptData {
-                slot,
-                // SAFETY: the caller still owns the entry (it stays stored after a failed
-                // load), and with it the pool reference.
-                compressor: unsafe { self.pools.get(e.pool) }.alg,
-                source,
-            },
+        };
+        Error::CorruptData {
+            slot,
+            compressor: pool.alg,
+            source,
         }
     }
 }
