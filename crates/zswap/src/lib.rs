@@ -612,6 +612,15 @@ impl Zswap {
         self.inner.cgroups.set_writeback(cg, enabled)
     }
 
+    /// Compressed bytes charged to `cg` and its descendants (`memory.zswap.current`); `None`
+    /// for an unknown cgroup. One gauge read: cheap enough for a charge path.
+    pub fn cgroup_zswap_bytes(&self, cg: CgroupId) -> Option<u64> {
+        self.inner
+            .cgroups
+            .get(cg.0)
+            .map(|c| c.stats.gauge(C::ZswapBytes as usize))
+    }
+
     /// Metadata bytes per stored (compressed or raw) page: entry slabs, slot tables and LRU
     /// nodes, divided by `stored_pages` (zero pages only cost their 4-byte slot word).
     pub fn metadata_bytes_per_entry(&self) -> f64 {
