@@ -708,6 +708,15 @@ impl Zswap {
             .collect()
     }
 
+    /// The allocator's statistics (class table, debugfs `classes` layout) of every live pool,
+    /// current first.
+    pub fn pool_stats(&self) -> Vec<(Algorithm, uzswap_zsmalloc::PoolStats)> {
+        let cur = self.inner.pools.current();
+        let mut live = self.inner.pools.live();
+        live.sort_by_key(|p| p.id != cur.id);
+        live.iter().map(|p| (p.alg, p.zs.stats())).collect()
+    }
+
     /// The memory-pressure shrinker's count for (cgroup, node).
     pub fn shrinker_count(&self, cg: CgroupId, node: usize) -> u64 {
         self.inner.shrinker_count(cg.0, node)
