@@ -119,10 +119,10 @@ fn bench_json_on_page_file() {
 
 #[test]
 fn bench_raw_file_two_threads_lzo_rle() {
-    // A raw file with a trailing partial page, which the bench zero-pads.
+    // A raw page dump (headerless, whole pages).
     let exe = std::fs::read("/proc/self/exe").expect("read test binary");
     let p = tmp("raw");
-    std::fs::write(&p, &exe[..PAGE * 120 + 1000]).unwrap();
+    std::fs::write(&p, &exe[..PAGE * 121]).unwrap();
     let out = uzswap(&[
         "bench",
         "--corpus",
@@ -213,7 +213,7 @@ fn bench_bad_input_is_a_clear_error() {
     ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("reading corpus"), "{err}");
+    assert!(err.contains("cannot read page file"), "{err}");
 
     let empty = tmp("empty");
     std::fs::write(&empty, b"").unwrap();

@@ -368,16 +368,18 @@ impl Drop for Zram {
     fn drop(&mut self) {
         if let Err(e) = self.reset() {
             eprintln!(
-                "uzswap-kernel: warning: could not reset zram{}: {e}",
-                self.dev
+                "uzswap-kernel: warning: could not reset zram{}: {}",
+                self.dev,
+                crate::error_chain(&e)
             );
             return;
         }
         if let Some(alg) = self.original_algorithm.clone() {
             if let Err(e) = write_value(&self.sys.join("comp_algorithm"), &alg) {
                 eprintln!(
-                    "uzswap-kernel: warning: could not restore zram{} algorithm {alg}: {e}",
-                    self.dev
+                    "uzswap-kernel: warning: could not restore zram{} algorithm {alg}: {}",
+                    self.dev,
+                    crate::error_chain(&e)
                 );
             }
         }
