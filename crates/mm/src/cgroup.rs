@@ -54,6 +54,9 @@ pub(crate) struct Memcg {
     /// last reclaim that targeted this cgroup (`snapshot_refaults`).
     pub sub_activate: u64,
     pub refaults_snapshot: u64,
+    /// The subtree figures as of the last rstat flush (`Mm::flush_stats`): what the kernel's
+    /// `lruvec_page_state` readers see between flushes (inactive, active, activations).
+    pub flushed: [u64; 3],
     /// Where the next partial walk of this subtree starts (the reclaim cookie's position).
     pub iter_pos: usize,
     pub ev: MemcgEvents,
@@ -77,6 +80,7 @@ impl Memcg {
             nonresident_age: 0,
             sub_activate: 0,
             refaults_snapshot: 0,
+            flushed: [0; 3],
             iter_pos: 0,
             ev: MemcgEvents::default(),
         }

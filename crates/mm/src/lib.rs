@@ -122,6 +122,11 @@ pub struct Config {
     /// vda); `false` models a `SWP_SYNCHRONOUS_IO` device (zram), which skips the swap cache
     /// and readahead.
     pub readahead: bool,
+    /// Statistics read through rstat (list sizes for the inactive:active ratio, the
+    /// workingset size of refaults, the refault count that triggers deactivation, the LRU size
+    /// of cost decay) are exact (`true`), or as of the last `Mm::flush_stats` (`false`): the
+    /// kernel flushes them every 2 s (`FLUSH_TIME`) and its readers use the flushed values.
+    pub exact_stats: bool,
 }
 
 impl Default for Config {
@@ -132,6 +137,7 @@ impl Default for Config {
             page_cluster: 3,
             swappiness: 60,
             readahead: true,
+            exact_stats: true,
         }
     }
 }
@@ -480,6 +486,29 @@ impl Mm {
         }
     }
 
+    /// An access through a cached translation (a TLB hit): the page is mapped and the CPU
+    /// does not walk the page table, so the PTE's accessed bit is not set again (x86 sets it
+    /// only on a walk, and `ptep_clear_flush_young` clears it without flushing the TLB, so
+    /// reclaim can miss such accesses). A write still dirties the page. Returns false if the
+    /// page is not mapped (then the caller must fault it in with `access`).
+    #[inline]
+    pub fn access_cached(&mut self, page: PageId, write: bool) -> bool {
+        let p = self.pages.get_mut(page.0);
+        if !p.has(f::PRESENT | f::MAPPED) {
+            return false;
+        }
+        if write {
+            p.set(f::DIRTY);
+        }
+        true
+    }
+
+    /// True if `page` is mapped by a PTE (a translation may be cached for it).
+    #[inline]
+    pub fn is_mapped(&self, page: PageId) -> bool {
+        self.pages.get(page.0).has(f::PRESENT | f::MAPPED)
+    }
+
     /// One access to `page`. A mapped page only gets its accessed (and dirty) bit; otherwise
     /// this is the fault path: the zero page, a new page, a swap-cache hit or a swap-in with
     /// readahead, charging (and reclaiming) as the kernel does.
@@ -534,6 +563,25 @@ impl Mm {
         }
         self.pages.release(page);
         self.st.pages -= 1;
+    }
+
+    /// The periodic rstat flush: statistics readers see the subtree figures as of now (only
+    /// matters with `Config::exact_stats` off).
+    pub fn flush_stats(&mut self) {
+        for c in &mut self.cgs {
+            c.flushed = [c.sub_inactive, c.sub_active, c.sub_activate];
+        }
+    }
+
+    /// (inactive, active, activations) of `cg`'s subtree as rstat readers see them.
+    #[inline]
+    pub(crate) fn rstat(&self, cg: u16) -> (u64, u64, u64) {
+        let c = &self.cgs[cg as usize];
+        if self.cfg.exact_stats {
+            (c.sub_inactive, c.sub_active, c.sub_activate)
+        } else {
+            (c.flushed[0], c.flushed[1], c.flushed[2])
+        }
     }
 
     /// Engine counters.
@@ -840,9 +888,10 @@ impl Mm {
         }
         let mut i = cg;
         loop {
+            let (inact, act, _) = self.rstat(i);
             let c = &mut self.cgs[i as usize];
             c.anon_cost += cost;
-            let lrusize = c.sub_inactive + c.sub_active;
+            let lrusize = inact + act;
             if c.anon_cost + c.file_cost > lrusize / 4 {
                 c.anon_cost /= 2;
                 c.file_cost /= 2;
@@ -879,7 +928,7 @@ impl Mm {
         // The anon workingset competes with file pages (none here) and, while swap has room,
         // with the active anon list (`workingset_test_recent`).
         let size = if self.swap.used < self.swap.total {
-            ec.sub_active
+            self.rstat(evict_cg).1
         } else {
             0
         };

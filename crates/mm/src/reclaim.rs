@@ -83,8 +83,8 @@ impl Mm {
                 sc.priority -= 1;
             }
             // snapshot_refaults: the next reclaim deactivates only if refaults happen since.
-            let t = &mut self.cgs[cg as usize];
-            t.refaults_snapshot = t.sub_activate;
+            let activations = self.rstat(cg).2;
+            self.cgs[cg as usize].refaults_snapshot = activations;
             if sc.nr_reclaimed > 0 {
                 return sc.nr_reclaimed;
             }
@@ -115,12 +115,13 @@ impl Mm {
 
     fn shrink_node<F: Front>(&mut self, sc: &mut Scan, front: &mut F) {
         // prepare_scan_control
+        let (inact, act, activations) = self.rstat(sc.target);
         let t = &self.cgs[sc.target as usize];
         sc.anon_cost = t.anon_cost;
         sc.file_cost = t.file_cost;
         sc.may_deactivate = sc.force_deactivate
-            || t.sub_activate != t.refaults_snapshot
-            || inactive_is_low(t.sub_inactive, t.sub_active);
+            || activations != t.refaults_snapshot
+            || inactive_is_low(inact, act);
         // shrink_node_memcgs: a partial walk continues where the last one for this target
         // stopped; a full walk (the retry before giving up) covers the whole subtree.
         let leaf = t.children.is_empty();
@@ -204,8 +205,8 @@ impl Mm {
         }
         sc.nr_reclaimed += reclaimed;
         // Keep the inactive:active ratio even if nothing was reclaimed here.
-        let c = &self.cgs[m as usize];
-        if inactive_is_low(c.sub_inactive, c.sub_active) {
+        let (inact, act, _) = self.rstat(m);
+        if inactive_is_low(inact, act) {
             self.shrink_active_list(SWAP_CLUSTER_MAX, m);
         }
     }

@@ -50,6 +50,39 @@ pub struct ReplayOptions {
     pub page_tables: bool,
     /// Wait for the cache's shrink worker after each store that queued it (deterministic).
     pub sync_shrink: bool,
+    /// Entries of the modelled data TLB per address space (0: none). An access that hits a
+    /// cached translation does not set the PTE's accessed bit, as on x86 (see `Tlb`).
+    pub tlb_entries: usize,
+    /// Period of the memcg statistics flush in kernel time (`FLUSH_TIME`, 2 s; zero: the
+    /// reclaim heuristics that read rstat see exact values). Kernel time is modelled by
+    /// `clock`.
+    pub stats_flush: Duration,
+    /// The kernel-time model that places the statistics flushes.
+    pub clock: KernelClock,
+}
+
+/// How long the kernel takes for what a replay does, to place time-driven kernel behaviour
+/// (the 2 s memcg statistics flush) among the events. Defaults: a regression over `--kernel`
+/// runs of the four built-in workloads on the development VM (2 vCPUs, AMD EPYC, swap file on
+/// a virtio disk) while other builds loaded it; docs/replay-vs-kernel.md.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelClock {
+    /// Per access (including the runner's page copy for writes and minor faults).
+    pub access: Duration,
+    /// Per zswap store or load (with the reclaim scanning around it).
+    pub zswap_op: Duration,
+    /// Per page written to or read from the swap device.
+    pub disk_op: Duration,
+}
+
+impl Default for KernelClock {
+    fn default() -> Self {
+        KernelClock {
+            access: Duration::from_micros(3),
+            zswap_op: Duration::from_micros(27),
+            disk_op: Duration::from_micros(50),
+        }
+    }
 }
 
 impl Default for ReplayOptions {
@@ -64,6 +97,9 @@ impl Default for ReplayOptions {
             timeline_every: 0,
             page_tables: true,
             sync_shrink: true,
+            tlb_entries: 2048,
+            stats_flush: Duration::from_secs(2),
+            clock: KernelClock::default(),
         }
     }
 }
@@ -121,14 +157,35 @@ impl ReplayFront {
     }
 }
 
+impl ReplayFront {
+    /// (zswap stores + loads, device reads + writes) so far, over all cgroups.
+    fn swap_ops(&self) -> (u64, u64) {
+        self.pc.iter().fold((0, 0), |(z, d), p| {
+            (z + p.zswpout + p.zswpin, d + p.pswpout + p.pswpin)
+        })
+    }
+
+    /// Let the cache's shrink worker run what stores queued during the last event, and wait
+    /// for it: the worker gets the CPU when the faulting task leaves the kernel (one run per
+    /// event however many stores queued it, as the kernel's workqueue coalesces queue_work
+    /// calls made while the work is pending).
+    #[inline]
+    fn run_queued_worker(&mut self) {
+        if self.sync_shrink && self.z.shrink_worker_queued() {
+            let t = Instant::now();
+            self.z.hold_shrink_worker(false);
+            cache::settle(&self.z);
+            self.z.hold_shrink_worker(true);
+            self.charge_time(t);
+        }
+    }
+}
+
 impl Front for ReplayFront {
     fn swap_out(&mut self, page: PageId, slot: u32, cg: MemCg) -> Result<WriteOut, MmError> {
         let t = Instant::now();
         let zcg = self.zcg[cg.0 as usize];
         let r = cache::swap_out(&self.z, AREA, slot, self.data(page), zcg);
-        if self.sync_shrink {
-            cache::settle(&self.z);
-        }
         self.charge_time(t);
         let pc = &mut self.pc[cg.0 as usize];
         match r {
@@ -205,6 +262,57 @@ impl Front for ReplayFront {
     }
 }
 
+/// A set-associative data TLB with LRU ways (default 2048 entries, 16 ways: the L2 DTLB of
+/// the AMD EPYC this was calibrated on; Intel's STLB is 1536-2048 entries). The kernel clears
+/// accessed bits with `ptep_clear_flush_young`, which on x86 does not flush the TLB ("x86/mm:
+/// Don't flush the TLB on #WP pmd fixups" and the comment on `ptep_clear_flush_young`): an
+/// access through a still-cached translation leaves the bit clear, so a page hot enough to stay
+/// in the TLB can look unused to reclaim. Translations are dropped when the page is unmapped;
+/// this model checks that the page is still mapped on every hit instead.
+struct Tlb {
+    ways: usize,
+    mask: u64,
+    /// `sets * ways` tags, each set ordered most recent first; `u64::MAX` is empty.
+    tags: Vec<u64>,
+}
+
+impl Tlb {
+    fn new(entries: usize) -> Option<Tlb> {
+        if entries == 0 {
+            return None;
+        }
+        let ways = 16.min(entries);
+        let sets = (entries / ways).next_power_of_two().max(1);
+        Some(Tlb {
+            ways,
+            mask: sets as u64 - 1,
+            tags: vec![u64::MAX; sets * ways],
+        })
+    }
+
+    /// Look `tag` up; on a hit it becomes the set's most recent entry. On a miss it is filled
+    /// in (evicting the set's least recent). Returns whether it hit.
+    #[inline]
+    fn access(&mut self, tag: u64) -> bool {
+        let set = ((tag ^ (tag >> 32)) & self.mask) as usize * self.ways;
+        let s = &mut self.tags[set..set + self.ways];
+        match s.iter().position(|&t| t == tag) {
+            Some(i) => {
+                s[..=i].rotate_right(1);
+                true
+            }
+            None => {
+                s.rotate_right(1);
+                s[0] = tag;
+                false
+            }
+        }
+    }
+}
+
+/// Tag of a page-source page in the TLB (the replayed process reads it to write a page).
+const SOURCE_TAG: u64 = 1 << 62;
+
 /// A cgroup's address space.
 struct Space {
     name: String,
@@ -216,14 +324,16 @@ struct Space {
     far_chunks: HashSet<u64>,
     pt_pages: u64,
     removed: bool,
+    tlb: Option<Tlb>,
 }
 
 /// Pages below this number use the dense table.
 const DENSE_LIMIT: u64 = 1 << 24;
 
 impl Space {
-    fn new(name: String, mem: MemCg) -> Space {
+    fn new(name: String, mem: MemCg, tlb_entries: usize) -> Space {
         Space {
+            tlb: Tlb::new(tlb_entries),
             name,
             mem,
             dense: Vec::new(),
@@ -330,6 +440,13 @@ pub struct Replay {
     /// memory.reclaim requests that returned EAGAIN, and memory.max writes refused (EBUSY).
     reclaim_eagain: u64,
     limit_ebusy: u64,
+    /// Modelled kernel time (see `KernelClock`) and the next statistics flush.
+    kernel_ns: u64,
+    next_flush_ns: u64,
+    ops_seen: (u64, u64),
+    clock_access_ns: u64,
+    clock_zswap_ns: u64,
+    clock_disk_ns: u64,
     _swap: Arc<SwapFile>,
 }
 
@@ -341,6 +458,8 @@ impl Replay {
         }
         let mut params = opts.params.clone();
         params.numa_nodes = 1;
+        // The kernel's shrink worker: a visit that only clears referenced bits is a failure.
+        params.rotation_is_failure = true;
         let swap_slots = (opts.swap_slots / 512).max(1) * 512;
         let swap =
             SwapFile::create_temp(&opts.swap_dir, AREA, u64::from(swap_slots)).map_err(|e| {
@@ -354,12 +473,18 @@ impl Replay {
         }
         let swap = Arc::new(swap);
         let shrinker = params.shrinker_enabled && opts.accounting == Accounting::V2;
+        let tlb_entries = opts.tlb_entries;
+        let (flush_ns, clock) = (opts.stats_flush.as_nanos() as u64, opts.clock);
         let z = Zswap::new(params).map_err(|e| ReplayError::Setup(format!("cache: {e}")))?;
         z.add_swap_file(swap.clone())
             .map_err(|e| ReplayError::Setup(format!("cache: {e}")))?;
+        if opts.sync_shrink {
+            z.hold_shrink_worker(true);
+        }
         let mm = Mm::new(Config {
             accounting: opts.accounting,
             swap_slots,
+            exact_stats: opts.stats_flush.is_zero(),
             ..Config::default()
         });
         let f = ReplayFront {
@@ -382,12 +507,23 @@ impl Replay {
             opts,
             mm,
             f,
-            spaces: vec![Space::new(uzswap_trace::ROOT_NAME.into(), MemCg::ROOT)],
+            spaces: vec![Space::new(
+                uzswap_trace::ROOT_NAME.into(),
+                MemCg::ROOT,
+                tlb_entries,
+            )],
             events: 0,
             started: Instant::now(),
             timeline: Vec::new(),
             reclaim_eagain: 0,
             limit_ebusy: 0,
+            kernel_ns: 0,
+            // The periodic flusher's phase: the first flush half a period in.
+            next_flush_ns: flush_ns / 2,
+            ops_seen: (0, 0),
+            clock_access_ns: clock.access.as_nanos() as u64,
+            clock_zswap_ns: clock.zswap_op.as_nanos() as u64,
+            clock_disk_ns: clock.disk_op.as_nanos() as u64,
             _swap: swap,
         })
     }
@@ -455,7 +591,8 @@ impl Replay {
                 debug_assert_eq!(mem.0 as usize, self.f.zcg.len());
                 self.f.zcg.push(zcg);
                 self.f.pc.push(PerCg::default());
-                self.spaces.push(Space::new(name.clone(), mem));
+                self.spaces
+                    .push(Space::new(name.clone(), mem, self.opts.tlb_entries));
             }
             Event::RemoveCgroup { cg } => {
                 let s = self.space(cg)?;
@@ -520,6 +657,18 @@ impl Replay {
                     .map_err(|e| ReplayError::Trace(format!("param {name} {value}: {e}")))?;
             }
         }
+        self.f.run_queued_worker();
+        if !self.opts.stats_flush.is_zero() {
+            self.kernel_ns += self.clock_access_ns;
+            let ops = self.f.swap_ops();
+            self.kernel_ns += (ops.0 - self.ops_seen.0) * self.clock_zswap_ns
+                + (ops.1 - self.ops_seen.1) * self.clock_disk_ns;
+            self.ops_seen = ops;
+            if self.kernel_ns >= self.next_flush_ns {
+                self.mm.flush_stats();
+                self.next_flush_ns = self.kernel_ns + self.opts.stats_flush.as_nanos() as u64;
+            }
+        }
         if self.opts.timeline_every > 0 && self.events % self.opts.timeline_every == 0 {
             self.sample();
         }
@@ -544,6 +693,7 @@ impl Replay {
         self.f.cur = mem.0;
         self.f.pc[mem.0 as usize].events += 1;
         let mut id = s.get(page);
+        let tlb_hit = s.tlb.as_mut().is_some_and(|t| t.access(page));
         if id == NONE {
             let new_chunk = s.new_chunk(page);
             if new_chunk && self.opts.page_tables {
@@ -561,14 +711,25 @@ impl Replay {
             }
             self.f.content[i] = ZERO;
         }
-        self.mm
-            .access(PageId(id), write.is_some(), &mut self.f)
-            .map_err(ReplayError::Engine)?;
+        // A TLB hit on a mapped page needs no page walk: no accessed bit, no fault. (A
+        // translation of a page unmapped since would have been flushed: then it is a miss.)
+        if !(tlb_hit && self.mm.access_cached(PageId(id), write.is_some())) {
+            self.mm
+                .access(PageId(id), write.is_some(), &mut self.f)
+                .map_err(ReplayError::Engine)?;
+        }
         if let Some(c) = write {
-            self.f.content[id as usize] = match c {
+            let v = match c {
                 Content::Page(i) => i % (ZERO - 1),
                 Content::Zero => ZERO,
             };
+            self.f.content[id as usize] = v;
+            // The process reads the new content from the page source.
+            if v != ZERO {
+                if let Some(t) = self.spaces[cg as usize].tlb.as_mut() {
+                    t.access(SOURCE_TAG | u64::from(v % self.f.corpus.len() as u32));
+                }
+            }
         }
         Ok(())
     }
@@ -592,9 +753,7 @@ impl Replay {
 
     /// Finish: the report of everything replayed so far.
     pub fn report(&mut self, workload: &str) -> Result<Report, ReplayError> {
-        if self.f.sync_shrink {
-            cache::settle(&self.f.z);
-        }
+        self.f.run_queued_worker();
         let elapsed = self.started.elapsed().as_secs_f64();
         if self.opts.timeline_every > 0 {
             self.sample();

@@ -49,7 +49,11 @@ pub struct KernelOptions {
 }
 
 /// Counters read before and after (vmstat deltas, debugfs gauges at the end).
-const VMSTAT: [&str; 14] = [
+const VMSTAT: [&str; 18] = [
+    "pgactivate",
+    "pgdeactivate",
+    "pgrefill",
+    "pgsteal_anon",
     "zswpin",
     "zswpout",
     "zswpwb",
@@ -533,6 +537,34 @@ pub fn run(
         last = now;
     }
     let after = last;
+    // Each cgroup's memory.stat at the end (v1: list sizes in bytes, faults).
+    let mut cgroup_stats = Vec::new();
+    for (i, c) in s.cgroups.iter().enumerate() {
+        let mut m = std::collections::BTreeMap::new();
+        if let Some(c) = c {
+            let text = std::fs::read_to_string(c.path().join("memory.stat")).unwrap_or_default();
+            for l in text.lines() {
+                let mut f = l.split_whitespace();
+                if let (Some(k), Some(v)) = (f.next(), f.next().and_then(|v| v.parse::<u64>().ok()))
+                {
+                    if matches!(
+                        k,
+                        "active_anon" | "inactive_anon" | "pgfault" | "pgmajfault" | "rss" | "swap"
+                    ) {
+                        m.insert(
+                            k.to_string(),
+                            if k.ends_with("anon") || k == "rss" || k == "swap" {
+                                v / 4096
+                            } else {
+                                v
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        cgroup_stats.push((layout[i].name.clone(), m));
+    }
     let get = |v: &[(String, u64)], k: &str| v.iter().find(|(n, _)| n == k).map(|(_, x)| *x);
     let mut counters = std::collections::BTreeMap::new();
     for (k, a) in &after {
@@ -546,6 +578,7 @@ pub fn run(
         counters,
         ratio: Default::default(),
         runner_bytes,
+        cgroups: cgroup_stats,
         notes,
     })
 }

@@ -74,6 +74,9 @@ pub struct KernelSide {
     /// memory.usage_in_bytes of each cgroup before its first access (the runner's own
     /// memory), in bytes.
     pub runner_bytes: Vec<u64>,
+    /// Each cgroup's memory.stat at the end (page counts for the `*_anon`, `rss` and `swap`
+    /// lines, events as they are).
+    pub cgroups: Vec<(String, BTreeMap<String, u64>)>,
     pub notes: Vec<String>,
 }
 

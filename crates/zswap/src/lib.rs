@@ -254,6 +254,7 @@ struct HotParams {
     shrinker_enabled: AtomicBool,
     warm: AtomicU8,
     memcg_sync: AtomicBool,
+    rotation_is_failure: AtomicBool,
 }
 
 impl HotParams {
@@ -268,6 +269,8 @@ impl HotParams {
         self.shrinker_enabled.store(p.shrinker_enabled, Relaxed);
         self.warm.store(p.warm_protection as u8, Relaxed);
         self.memcg_sync.store(p.memcg_limit_sync_writeback, Relaxed);
+        self.rotation_is_failure
+            .store(p.rotation_is_failure, Relaxed);
     }
     fn warm(&self) -> WarmProtection {
         if self.warm.load(Relaxed) == WarmProtection::ProtectedSize as u8 {
@@ -283,6 +286,8 @@ struct WorkerState {
     pending: bool,
     running: bool,
     stop: bool,
+    /// Queued runs wait until released (`hold_shrink_worker`).
+    held: bool,
     /// Cgroups whose zswap.max rejected a store (async mode): shrink them below their limit.
     memcgs: Vec<u32>,
 }
@@ -419,6 +424,7 @@ impl Zswap {
             shrinker_enabled: AtomicBool::new(false),
             warm: AtomicU8::new(0),
             memcg_sync: AtomicBool::new(true),
+            rotation_is_failure: AtomicBool::new(false),
         };
         hot.set(&params);
         let inner = Arc::new(Inner {
@@ -749,12 +755,35 @@ impl Zswap {
         self.inner.shrink_worker();
     }
 
-    /// Wait until the background worker is neither queued nor running. False on timeout.
+    /// Hold (`true`) or release the background worker: while held, stores still queue it
+    /// but it does not start, so an embedder decides when queued work runs (a replay lets it
+    /// run when the faulting task leaves the kernel, deterministically). Releasing starts a
+    /// queued run.
+    pub fn hold_shrink_worker(&self, hold: bool) {
+        let w = &self.inner.worker;
+        let mut st = w.state.lock();
+        st.held = hold;
+        if !hold && st.pending {
+            w.cv.notify_one();
+        }
+    }
+
+    /// True if a store queued the background worker and it has not started yet (one atomic
+    /// load: cheap enough to poll after every operation).
+    pub fn shrink_worker_queued(&self) -> bool {
+        self.inner
+            .worker
+            .queued
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Wait until the background worker is neither queued nor running (a held worker's queued
+    /// run does not count). False on timeout.
     pub fn wait_shrink_idle(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let w = &self.inner.worker;
         let mut st = w.state.lock();
-        while st.pending || st.running {
+        while (st.pending && !st.held) || st.running {
             if w.idle_cv.wait_until(&mut st, deadline).timed_out() {
                 return false;
             }
@@ -1434,7 +1463,7 @@ impl Inner {
             let memcgs;
             {
                 let mut st = self.worker.state.lock();
-                while !st.pending && !st.stop {
+                while (!st.pending || st.held) && !st.stop {
                     if self.worker.cv.wait_for(&mut st, PURGE_INTERVAL).timed_out() {
                         // Idle: freed pool memory whose decay time passed goes back to the
                         // OS even if no store or free comes to do it.
@@ -1481,7 +1510,14 @@ impl Inner {
         let mut failures = 0;
         while self.cgroups.over_limit(cg).is_some() && !self.stopping() {
             match self.shrink_memcg(cg) {
-                Ok(()) | Err(shrink::ShrinkErr::Rotated) => {}
+                Ok(()) => {}
+                Err(shrink::ShrinkErr::Rotated) if !self.hot.rotation_is_failure.load(Relaxed) => {}
+                Err(shrink::ShrinkErr::Rotated) => {
+                    failures += 1;
+                    if failures >= 16 {
+                        return;
+                    }
+                }
                 Err(shrink::ShrinkErr::NoEnt) => return,
                 Err(shrink::ShrinkErr::Again) => {
                     failures += 1;

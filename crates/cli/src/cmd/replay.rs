@@ -19,6 +19,8 @@ use uzswap_trace::{Event, PageSource, TraceReader};
 use uzswap_zswap::{Algorithm, Params};
 
 use crate::cache_opts::CacheOptions;
+use crate::shared::output::{emit, emit_json};
+use crate::shared::pages;
 
 /// Arguments of `uzswap replay`.
 #[derive(Parser, Debug)]
@@ -85,6 +87,17 @@ pub struct Args {
     /// Do not compare every page read back with what was written.
     #[arg(long)]
     pub no_verify: bool,
+    /// Entries of the modelled data TLB (0: every access sets the accessed bit).
+    #[arg(long, value_name = "N", default_value_t = 2048)]
+    pub tlb: usize,
+    /// Period of the memcg statistics flush (ms of modelled kernel time) that reclaim's
+    /// heuristics read; 0: they see exact values.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    pub stats_flush_ms: u64,
+    /// Let the cache's shrink worker run concurrently, as the kernel's does (counters then
+    /// depend on timing); by default it runs when each fault is done, deterministically.
+    #[arg(long)]
+    pub async_shrink: bool,
     /// Print one JSON object (issue #12's layout) instead of the text report.
     #[arg(long)]
     pub json: bool,
@@ -126,14 +139,11 @@ fn load_corpus(args: &Args, header_pages: Option<&PageSource>) -> anyhow::Result
         Some(PageSource::File(p)) => Some(p.clone()),
         _ => None,
     });
-    let pages = match path {
-        Some(p) => uzswap_corpus::read_page_file(&p)
-            .with_context(|| format!("reading the page file {}", p.display()))?,
-        None => uzswap_corpus::default_corpus().context("capturing the default corpus")?,
+    let src = match path {
+        Some(p) => pages::PageSource::File(p),
+        None => pages::PageSource::Default { pages: 8192 },
     };
-    if pages.is_empty() {
-        bail!("the corpus has no pages");
-    }
+    let pages = pages::load(&src, None, args.json)?;
     note(&format!(
         "corpus: {} pages ({})",
         pages.len(),
@@ -318,6 +328,9 @@ fn replay_options(args: &Args, plan: &Plan, timeline_every: u64) -> ReplayOption
         verify: !args.no_verify,
         disk_read_latency: Duration::from_micros(args.disk_latency_us),
         timeline_every,
+        sync_shrink: !args.async_shrink,
+        tlb_entries: args.tlb,
+        stats_flush: Duration::from_millis(args.stats_flush_ms),
         ..ReplayOptions::default()
     }
 }
@@ -447,9 +460,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::write(p, uzswap_replay::plot::svg(&title, &report.timeline))
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    let out = if args.json {
-        format!("{}\n", serde_json::to_string_pretty(&report)?)
-    } else {
+    if args.json {
+        return emit_json(&report);
+    }
+    let out = {
         let mut s = format!(
             "uzswap replay: {} under memory.max {} MiB (cgroup {}), {} (max_pool_percent {}, accept {}%, proactive shrink {})\n",
             report.workload,
@@ -555,7 +569,7 @@ fn run_compare(
             "workload": runs.first().map(|(_, r)| r.workload.clone()),
             "runs": runs.iter().map(|(l, r)| serde_json::json!({"options": l, "report": r})).collect::<Vec<_>>(),
         });
-        emit(&format!("{}\n", serde_json::to_string_pretty(&v)?))
+        emit_json(&v)
     } else {
         emit(&format!(
             "uzswap replay --compare: {} under memory.max {} MiB ({} runs in parallel)\n{}",
@@ -565,11 +579,4 @@ fn run_compare(
             report::compare_table(&runs)
         ))
     }
-}
-
-fn emit(s: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    out.write_all(s.as_bytes())?;
-    out.flush()?;
-    Ok(())
 }
