@@ -3,15 +3,19 @@
 //! verify them, and put the speeds next to the raw codec and the kernel's zram, all measured in
 //! the same run over the same pages.
 //!
-//! One run = raw compress, store, [zram write], load, raw decompress, [zram read], invalidate;
-//! the phases of one run are interleaved so each pair (store / raw compress, store / zram write,
-//! ...) is measured under the same machine conditions. After one untimed warm-up run, `--runs`
-//! runs are timed and the median is reported (ratios are medians of the per-run ratios).
+//! One run measures, back to back so each compared pair sees the same machine conditions: raw
+//! compress; the cold pair (store into an empty cache, write to a freshly reset zram); the warm
+//! pair (store into a cache that has held the corpus before, rewrite the same zram sectors);
+//! load and raw decompress in slot order, then in one fixed random order; zram read;
+//! invalidate (see `phases`). After one untimed warm-up run, `--runs` runs are timed. The
+//! JSON's top-level figures are medians over the runs and its top-level ratios ratios of those
+//! medians; `paired_ratios` are medians of the per-run ratios.
 //!
 //! Threads: the pages are split into N contiguous ranges, one per thread; all threads start
 //! at a barrier and a phase lasts from the first thread's start to the last thread's end. The
-//! raw codec is measured with the same split; zram is always written by one thread with 1 MiB
-//! O_DIRECT requests (like `dd bs=1M oflag=direct`).
+//! raw codec is measured with the same split; zram is always written and read by one thread
+//! with 1 MiB O_DIRECT requests (like `dd bs=1M oflag=direct`) from page-aligned buffers
+//! prepared before the clock starts. `threads_per_side` in the JSON says who used how many.
 
 mod kernel;
 mod phases;
@@ -147,10 +151,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         pages: &pages,
         comp: &comp,
         ranges: split(n, threads),
+        order: phases::random_order(n),
         swap_dir: args.swap_dir.clone().unwrap_or_else(std::env::temp_dir),
         params,
         use_swap_out,
     };
+    let mut zram_buffers = kernel.is_ok().then(|| phases::ZramBuffers::new(&pages));
 
     if kernel.is_ok() {
         // zram must be reset even on Ctrl-C: the signal only sets a flag, checked between
@@ -160,24 +166,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // One warm-up run (untimed), then the timed runs.
     let cache = bench.cache()?;
     let mut runs = Vec::with_capacity(args.runs);
-    let mut cold = None;
-    for _ in 0..=args.runs {
+    for i in 0..=args.runs {
         if kernel::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
             bail!("interrupted (zram reset)");
         }
-        let r = bench.run(&cache, kernel.as_mut().ok())?;
-        if cold.is_none() {
-            cold = Some(r);
-        } else {
+        let zram = kernel.as_mut().ok().zip(zram_buffers.as_mut());
+        let r = bench.run(&cache, zram)?;
+        if i > 0 {
             runs.push(r);
         }
     }
     drop(cache);
-    let cold = cold.expect("the warm-up run ran");
     let kernel_skipped = kernel.as_ref().err().cloned();
     drop(kernel); // resets zram and releases the lock
 
-    let report = report::Report::new(&args, &pages, &comp, threads, &cold, &runs, kernel_skipped);
+    let report = report::Report::new(&args, &pages, &comp, threads, &runs, kernel_skipped);
     if args.json {
         emit_json(report.json())?;
     } else {

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use uzswap_corpus::{Pages, PAGE_SIZE};
 use uzswap_kernel::zram::MmStat;
 
-use super::phases::RunResult;
+use super::phases::{Phase, RunResult, ZramPhases};
 use super::prep::Compressed;
 use super::Args;
 use crate::shared::timing::{best, median, paired_median};
@@ -39,8 +39,8 @@ fn col<F: Fn(&RunResult) -> f64>(runs: &[RunResult], f: F) -> Vec<f64> {
     runs.iter().map(f).collect()
 }
 
-fn opt_col<F: Fn(&RunResult) -> Option<f64>>(runs: &[RunResult], f: F) -> Option<Vec<f64>> {
-    runs.iter().map(f).collect()
+fn col_z(z: &[ZramPhases], f: impl Fn(&ZramPhases) -> f64) -> Vec<f64> {
+    z.iter().map(f).collect()
 }
 
 impl Report {
@@ -49,46 +49,56 @@ impl Report {
         pages: &Pages,
         comp: &Compressed,
         threads: usize,
-        cold: &RunResult,
         runs: &[RunResult],
         kernel_skipped: Option<String>,
     ) -> Report {
         let n = pages.len();
         let alg = args.compressor;
         let last = runs.last().expect("at least one run");
-        let store = col(runs, |r| r.store);
-        let load = col(runs, |r| r.load);
-        let rc = col(runs, |r| r.raw_compress);
-        let rd = col(runs, |r| r.raw_decompress);
-        let inv = col(runs, |r| r.invalidate);
-        let zw = opt_col(runs, |r| r.zram_write);
-        let zr = opt_col(runs, |r| r.zram_read);
-        // Ratios of the reported medians, so the table's columns agree with each other.
-        let store_vs_raw = median(&store) / median(&rc);
-        let load_vs_raw = median(&load) / median(&rd);
+        let rate = |f: fn(&RunResult) -> Phase| col(runs, |r| f(r).rate);
+        let cpu = |f: fn(&RunResult) -> Phase| median(&col(runs, |r| f(r).cpu_ns));
+        let store = rate(|r| r.store);
+        let store_cold = rate(|r| r.store_cold);
+        let load = rate(|r| r.load);
+        let load_random = rate(|r| r.load_random);
+        let rc = rate(|r| r.raw_compress);
+        let rd = rate(|r| r.raw_decompress);
+        let rd_random = rate(|r| r.raw_decompress_random);
+        let inv = rate(|r| r.invalidate);
+        let zram: Option<Vec<ZramPhases>> = runs.iter().map(|r| r.zram).collect();
         let zero_in_corpus = pages.iter().filter(|p| p.iter().all(|&b| b == 0)).count();
         let orig = (n * PAGE_SIZE) as f64;
         let verified_cache = runs.iter().all(|r| r.verified);
         let verified_zram = runs.iter().all(|r| r.zram_verified != Some(false));
         let verified = verified_cache && verified_zram;
+        let mut threads_per_side = json!({"cache": threads, "raw_codec": threads});
+        if zram.is_some() {
+            threads_per_side["kernel_zram"] = json!(1);
+        }
+        // Top-level ratios are ratios of the reported medians, so the table's columns agree
+        // with each other.
         let mut j = json!({
             "pages": n,
             "corpus": pages.source(),
             "compressor": alg.to_string(),
             "threads": threads,
+            "threads_per_side": threads_per_side,
             "runs": runs.len(),
             "verified": verified,
             "store_pages_per_s": median(&store),
             "load_pages_per_s": median(&load),
+            "load_random_pages_per_s": median(&load_random),
             "raw_compress_pages_per_s": median(&rc),
             "raw_decompress_pages_per_s": median(&rd),
+            "raw_decompress_random_pages_per_s": median(&rd_random),
             "invalidate_pages_per_s": median(&inv),
-            "store_cold_pages_per_s": cold.store,
-            "store_cold_vs_raw_compress": cold.store / median(&rc),
+            "store_cold_pages_per_s": median(&store_cold),
+            "store_cold_vs_raw_compress": median(&store_cold) / median(&rc),
             "store_pages_per_s_best": best(&store),
             "load_pages_per_s_best": best(&load),
-            "store_vs_raw_compress": store_vs_raw,
-            "load_vs_raw_decompress": load_vs_raw,
+            "store_vs_raw_compress": median(&store) / median(&rc),
+            "load_vs_raw_decompress": median(&load) / median(&rd),
+            "load_random_vs_raw_decompress_random": median(&load_random) / median(&rd_random),
             "pool_total_size": last.pool_total_size,
             "pool_vs_orig": last.pool_total_size as f64 / orig,
             "compressed_vs_orig": comp.capped_bytes as f64 / orig,
@@ -103,9 +113,12 @@ impl Report {
             "exclusive_loads": args.exclusive,
             "samples": {
                 "store_pages_per_s": store,
+                "store_cold_pages_per_s": store_cold,
                 "load_pages_per_s": load,
+                "load_random_pages_per_s": load_random,
                 "raw_compress_pages_per_s": rc,
                 "raw_decompress_pages_per_s": rd,
+                "raw_decompress_random_pages_per_s": rd_random,
             },
         });
         // Per-run ratios, then their median: each pair of phases ran back to back, so a slow
@@ -113,11 +126,8 @@ impl Report {
         j["paired_ratios"] = json!({
             "store_vs_raw_compress": paired_median(&store, &rc),
             "load_vs_raw_decompress": paired_median(&load, &rd),
+            "load_random_vs_raw_decompress_random": paired_median(&load_random, &rd_random),
         });
-        if let (Some(zw), Some(zr)) = (&zw, &zr) {
-            j["paired_ratios"]["store_vs_zram_write"] = json!(paired_median(&store, zw));
-            j["paired_ratios"]["load_vs_zram_read"] = json!(paired_median(&load, zr));
-        }
         j["machine"] = machine();
         let ss = &last.swap_stats;
         j["swap_file"] = json!({
@@ -127,55 +137,105 @@ impl Report {
             "read_errors": ss.read_errors,
             "checksum_errors": ss.checksum_errors,
         });
-        let cpu = |k: usize| median(&col(runs, |r| r.cpu[k]));
         // Speed ratios from CPU time (time the threads actually ran): robust on a busy machine.
         j["cpu_ns_per_page"] = json!({
-            "raw_compress": cpu(0),
-            "store": cpu(1),
-            "load": cpu(2),
-            "raw_decompress": cpu(3),
+            "raw_compress": cpu(|r| r.raw_compress),
+            "store": cpu(|r| r.store),
+            "store_cold": cpu(|r| r.store_cold),
+            "load": cpu(|r| r.load),
+            "load_random": cpu(|r| r.load_random),
+            "raw_decompress": cpu(|r| r.raw_decompress),
+            "raw_decompress_random": cpu(|r| r.raw_decompress_random),
+            "invalidate": cpu(|r| r.invalidate),
         });
-        j["cpu_ns_per_page"]["invalidate"] = json!(cpu(4));
-        j["cpu_ns_per_page"]["store_cold"] = json!(cold.cpu[1]);
-        j["store_vs_raw_compress_cpu"] = json!(cpu(0) / cpu(1));
-        j["load_vs_raw_decompress_cpu"] = json!(cpu(3) / cpu(2));
+        j["store_vs_raw_compress_cpu"] = json!(cpu(|r| r.raw_compress) / cpu(|r| r.store));
+        j["load_vs_raw_decompress_cpu"] = json!(cpu(|r| r.raw_decompress) / cpu(|r| r.load));
         let obj = j.as_object_mut().expect("object");
-        if let (Some(zw), Some(zr)) = (&zw, &zr) {
+        if let Some(zram) = &zram {
+            let zw = col_z(zram, |z| z.write_cold.rate);
+            let zww = col_z(zram, |z| z.write_warm.rate);
+            let zr = col_z(zram, |z| z.read.rate);
+            let zcpu = |f: fn(&ZramPhases) -> f64| median(&col_z(zram, f));
             let mm = last.mm_stat.unwrap_or_default();
             let mm_obj: serde_json::Map<String, Value> = MmStat::FIELDS
                 .iter()
                 .zip(mm.values())
                 .map(|(k, v)| (k.to_string(), json!(v)))
                 .collect();
-            obj.insert("kernel_zram_write_pages_per_s".into(), json!(median(zw)));
-            obj.insert("kernel_zram_read_pages_per_s".into(), json!(median(zr)));
+            obj.insert("kernel_zram_write_pages_per_s".into(), json!(median(&zw)));
+            obj.insert(
+                "kernel_zram_write_warm_pages_per_s".into(),
+                json!(median(&zww)),
+            );
+            obj.insert("kernel_zram_read_pages_per_s".into(), json!(median(&zr)));
             obj.insert("kernel_zram_mm_stat".into(), Value::Object(mm_obj));
             obj.insert("kernel_zram_verified".into(), json!(verified_zram));
+            // Kept for continuity: the warm store against the fresh-device write. The two
+            // pairs below compare like with like.
             obj.insert(
                 "store_vs_zram_write".into(),
-                json!(median(&store) / median(zw)),
+                json!(median(&store) / median(&zw)),
+            );
+            obj.insert(
+                "store_cold_vs_zram_write_cold".into(),
+                json!(median(&store_cold) / median(&zw)),
+            );
+            obj.insert(
+                "store_warm_vs_zram_write_warm".into(),
+                json!(median(&store) / median(&zww)),
             );
             obj.insert(
                 "load_vs_zram_read".into(),
-                json!(median(&load) / median(zr)),
+                json!(median(&load) / median(&zr)),
             );
-            let zc = |k: usize| median(&col(runs, |r| r.cpu_zram.map_or(f64::NAN, |c| c[k])));
+            if let Some(p) = obj.get_mut("paired_ratios").and_then(Value::as_object_mut) {
+                p.insert(
+                    "store_vs_zram_write".into(),
+                    json!(paired_median(&store, &zw)),
+                );
+                p.insert(
+                    "store_cold_vs_zram_write_cold".into(),
+                    json!(paired_median(&store_cold, &zw)),
+                );
+                p.insert(
+                    "store_warm_vs_zram_write_warm".into(),
+                    json!(paired_median(&store, &zww)),
+                );
+                p.insert("load_vs_zram_read".into(), json!(paired_median(&load, &zr)));
+            }
             if let Some(c) = obj
                 .get_mut("cpu_ns_per_page")
                 .and_then(Value::as_object_mut)
             {
-                c.insert("kernel_zram_write".into(), json!(zc(0)));
-                c.insert("kernel_zram_read".into(), json!(zc(1)));
+                c.insert(
+                    "kernel_zram_write".into(),
+                    json!(zcpu(|z| z.write_cold.cpu_ns)),
+                );
+                c.insert(
+                    "kernel_zram_write_warm".into(),
+                    json!(zcpu(|z| z.write_warm.cpu_ns)),
+                );
+                c.insert("kernel_zram_read".into(), json!(zcpu(|z| z.read.cpu_ns)));
             }
-            obj.insert("store_vs_zram_write_cpu".into(), json!(zc(0) / cpu(1)));
-            obj.insert("load_vs_zram_read_cpu".into(), json!(zc(1) / cpu(2)));
+            obj.insert(
+                "store_vs_zram_write_cpu".into(),
+                json!(zcpu(|z| z.write_cold.cpu_ns) / cpu(|r| r.store)),
+            );
+            obj.insert(
+                "load_vs_zram_read_cpu".into(),
+                json!(zcpu(|z| z.read.cpu_ns) / cpu(|r| r.load)),
+            );
             obj.insert(
                 "kernel_zram_mem_used_vs_orig".into(),
                 json!(mm.mem_used_total as f64 / orig),
             );
             obj.insert(
                 "samples_kernel".into(),
-                json!({"zram_write_pages_per_s": zw, "zram_read_pages_per_s": zr}),
+                json!({
+                    "zram_write_pages_per_s": zw,
+                    "zram_write_warm_pages_per_s": zww,
+                    "zram_read_pages_per_s": zr,
+                }),
             );
         } else {
             obj.insert(
@@ -288,19 +348,19 @@ impl Report {
         let vk = |k: &str| kernel.then(|| f(k));
         row(
             &mut s,
+            "store, empty cache (cold)",
+            f("store_cold_pages_per_s"),
+            cpu_us("store_cold"),
+            Some(f("store_cold_vs_raw_compress")),
+            vk("store_cold_vs_zram_write_cold"),
+        );
+        row(
+            &mut s,
             "store (uzswap cache)",
             f("store_pages_per_s"),
             cpu_us("store"),
             Some(f("store_vs_raw_compress")),
-            vk("store_vs_zram_write"),
-        );
-        row(
-            &mut s,
-            "store, empty pool (warm-up)",
-            f("store_cold_pages_per_s"),
-            cpu_us("store_cold"),
-            Some(f("store_cold_vs_raw_compress")),
-            None,
+            vk("store_warm_vs_zram_write_warm"),
         );
         row(
             &mut s,
@@ -313,9 +373,17 @@ impl Report {
         if kernel {
             row(
                 &mut s,
-                "kernel zram write (1 MiB)",
+                "kernel zram write, fresh",
                 f("kernel_zram_write_pages_per_s"),
                 cpu_us("kernel_zram_write"),
+                None,
+                None,
+            );
+            row(
+                &mut s,
+                "kernel zram rewrite",
+                f("kernel_zram_write_warm_pages_per_s"),
+                cpu_us("kernel_zram_write_warm"),
                 None,
                 None,
             );
@@ -336,6 +404,22 @@ impl Report {
             None,
             None,
         );
+        row(
+            &mut s,
+            "load, random order",
+            f("load_random_pages_per_s"),
+            cpu_us("load_random"),
+            Some(f("load_random_vs_raw_decompress_random")),
+            None,
+        );
+        row(
+            &mut s,
+            &format!("raw {alg} decomp., random"),
+            f("raw_decompress_random_pages_per_s"),
+            cpu_us("raw_decompress_random"),
+            None,
+            None,
+        );
         if kernel {
             row(
                 &mut s,
@@ -353,6 +437,12 @@ impl Report {
             cpu_us("invalidate"),
             None,
             None,
+        );
+        let _ = writeln!(
+            s,
+            "  (cold: an empty cache vs a freshly reset zram; warm: a cache that has held the corpus\n   \
+             before vs zram rewriting the same sectors; loads in slot order, then in one fixed\n   \
+             random order)"
         );
         if kernel && threads > 1 {
             let _ = writeln!(
