@@ -132,6 +132,10 @@ struct ReplayFront {
     /// The engine cgroup whose event is being replayed (pays for the cache time).
     cur: u16,
     cache_ns: u64,
+    /// Time spent comparing pages read back with what was written (neither engine nor cache).
+    verify_ns: u64,
+    /// (zswap stores + loads, device reads + writes), for the kernel clock.
+    ops: (u64, u64),
     verify: bool,
     mismatches: u64,
     first_mismatch: Option<String>,
@@ -189,8 +193,14 @@ impl Front for ReplayFront {
         self.charge_time(t);
         let pc = &mut self.pc[cg.0 as usize];
         match r {
-            Ok(WriteOut::Zswap) => pc.zswpout += 1,
-            Ok(WriteOut::Disk) => pc.pswpout += 1,
+            Ok(WriteOut::Zswap) => {
+                pc.zswpout += 1;
+                self.ops.0 += 1;
+            }
+            Ok(WriteOut::Disk) => {
+                pc.pswpout += 1;
+                self.ops.1 += 1;
+            }
             Ok(WriteOut::Zero) => pc.swpout_zero += 1,
             _ => {}
         }
@@ -205,20 +215,28 @@ impl Front for ReplayFront {
         if let Ok(how) = r {
             let pc = &mut self.pc[cg.0 as usize];
             match how {
-                ReadIn::Zswap => pc.zswpin += 1,
+                ReadIn::Zswap => {
+                    pc.zswpin += 1;
+                    self.ops.0 += 1;
+                }
                 ReadIn::Disk => {
                     pc.pswpin += 1;
+                    self.ops.1 += 1;
                     // The faulting task waits for the device read (readahead reads are
                     // submitted in the same plug, so each costs the same).
                     self.pc[self.cur as usize].model_ns += self.disk_ns;
                 }
                 ReadIn::Zero => pc.swpin_zero += 1,
             }
-            if self.verify && buf[..] != *self.data(page) {
-                self.mismatches += 1;
-                self.first_mismatch.get_or_insert_with(|| {
-                    format!("page {} (slot {slot}) read back different bytes", page.0)
-                });
+            if self.verify {
+                let t = Instant::now();
+                if buf[..] != *self.data(page) {
+                    self.mismatches += 1;
+                    self.first_mismatch.get_or_insert_with(|| {
+                        format!("page {} (slot {slot}) read back different bytes", page.0)
+                    });
+                }
+                self.verify_ns += t.elapsed().as_nanos() as u64;
             }
         }
         self.buf = buf;
@@ -496,6 +514,8 @@ impl Replay {
             pc: vec![PerCg::default()],
             cur: 0,
             cache_ns: 0,
+            verify_ns: 0,
+            ops: (0, 0),
             verify: opts.verify,
             mismatches: 0,
             first_mismatch: None,
@@ -734,6 +754,100 @@ impl Replay {
         Ok(())
     }
 
+    /// Check every page against the cache (tests and `--audit`): a page that is out has its
+    /// data in its slot (a pool entry, a zero mark or a device block), a clean page in the swap
+    /// cache too; every pool entry belongs to such a page; the cache's `stored_pages` equals the
+    /// entries found; the engine's own invariants hold. Returns (pages out, entries found).
+    pub fn audit(&mut self) -> Result<(u64, u64), String> {
+        if self.f.sync_shrink {
+            self.f.run_queued_worker();
+        }
+        self.mm.check()?;
+        let swap = self
+            .f
+            .z
+            .swap_file(AREA)
+            .ok_or("the cache has no swap file")?;
+        let mut owned = vec![false; self.mm.swap_slots() as usize];
+        let (mut out, mut entries) = (0u64, 0u64);
+        for sp in self.spaces.iter().filter(|s| !s.removed) {
+            for id in sp.pages() {
+                let st = self.mm.page_state(PageId(id));
+                let Some(slot) = st.slot else {
+                    continue;
+                };
+                owned[slot as usize] = true;
+                let ss = uzswap_zswap::SwapSlot::new(AREA, u64::from(slot));
+                let state = self.f.z.slot_state(ss);
+                let has_data = match state {
+                    Some(uzswap_zswap::SlotState::Stored { .. }) => {
+                        entries += 1;
+                        true
+                    }
+                    Some(uzswap_zswap::SlotState::Zero) => true,
+                    _ => swap.is_written(ss),
+                };
+                if !st.present {
+                    out += 1;
+                }
+                if (!st.present || !st.dirty) && !has_data {
+                    return Err(format!(
+                        "page {id} of {}: {} but slot {slot} holds nothing",
+                        sp.name,
+                        if st.present {
+                            "clean in the swap cache"
+                        } else {
+                            "swapped out"
+                        }
+                    ));
+                }
+            }
+        }
+        for (slot, o) in owned.iter().enumerate().skip(1) {
+            if !o {
+                let ss = uzswap_zswap::SwapSlot::new(AREA, slot as u64);
+                if let Some(uzswap_zswap::SlotState::Stored { .. }) = self.f.z.slot_state(ss) {
+                    return Err(format!("slot {slot} has a pool entry but no page"));
+                }
+            }
+        }
+        let stored = self.f.z.counters().stored_pages;
+        if stored != entries {
+            return Err(format!(
+                "stored_pages {stored} but {entries} pages have a pool entry"
+            ));
+        }
+        Ok((out, entries))
+    }
+
+    /// Overlap the memory latency of an upcoming access: stage 1 loads its page-table entry,
+    /// stage 2 (a few events later, when that entry is cached) its page record and content.
+    #[inline]
+    pub fn prefetch(&self, ev: &Event, stage2: bool) {
+        let (Event::Read { cg, page } | Event::Write { cg, page, .. }) = *ev else {
+            return;
+        };
+        let Some(s) = self.spaces.get(cg as usize) else {
+            return;
+        };
+        if page >= DENSE_LIMIT {
+            return;
+        }
+        if !stage2 {
+            if let Some(e) = s.dense.get(page as usize) {
+                uzswap_mm::prefetch(std::ptr::from_ref(e).cast());
+            }
+            return;
+        }
+        let id = s.get(page);
+        if id != NONE {
+            self.mm.prefetch(PageId(id));
+            if let Some(c) = self.f.content.get(id as usize) {
+                uzswap_mm::prefetch(std::ptr::from_ref(c).cast());
+            }
+        }
+    }
+
     fn sample(&mut self) {
         let c = self.f.z.counters();
         let st = self.mm.stats();
@@ -765,7 +879,8 @@ impl Replay {
             )));
         }
         let cache_s = self.f.cache_ns as f64 / 1e9;
-        let engine_s = (elapsed - cache_s).max(0.0);
+        let verify_s = self.f.verify_ns as f64 / 1e9;
+        let engine_s = (elapsed - cache_s - verify_s).max(0.0);
         let counters = self.f.z.counters();
         let st = self.mm.stats();
         let total_events = self.events.max(1) as f64;
@@ -783,7 +898,7 @@ impl Replay {
                 counters: crate::report::cgroup_counters(&pc_view(&pc), z, ms.as_ref()),
             });
         }
-        Ok(Report::new(
+        let mut r = Report::new(
             workload,
             elapsed,
             engine_s,
@@ -796,7 +911,9 @@ impl Replay {
             self.reclaim_eagain,
             self.limit_ebusy,
             std::mem::take(&mut self.timeline),
-        ))
+        );
+        r.verify_s = verify_s;
+        Ok(r)
     }
 }
 

@@ -161,19 +161,33 @@ impl Runner {
             .ok_or_else(|| ReplayError::Kernel("runner already stopped".into()))?
             .write_all(&self.buf);
         self.buf.clear();
-        r.map_err(|e| ReplayError::Kernel(format!("runner {}: {e} (did it die?)", self.child.id())))
+        r.map_err(|e| self.died(&e.to_string()))
+    }
+
+    /// The error for a runner that stopped answering: killed (by the OOM killer, when its
+    /// cgroup says so) or failed.
+    fn died(&mut self, what: &str) -> ReplayError {
+        std::thread::sleep(Duration::from_millis(50));
+        let status = self.child.try_wait().ok().flatten();
+        ReplayError::Kernel(match status {
+            Some(s) if std::os::unix::process::ExitStatusExt::signal(&s) == Some(libc::SIGKILL) => {
+                format!(
+                    "the kernel killed runner {} (SIGKILL: out of memory in its cgroup, see dmesg)",
+                    self.child.id()
+                )
+            }
+            Some(s) => format!("runner {} exited ({s}): {what}", self.child.id()),
+            None => format!("runner {}: {what}", self.child.id()),
+        })
     }
 
     fn sync(&mut self, token: u32) -> Result<(), ReplayError> {
         runner::encode(&mut self.buf, runner::OP_SYNC, token, 0);
         self.flush()?;
         let mut ack = [0u8; 4];
-        self.stdout.read_exact(&mut ack).map_err(|e| {
-            ReplayError::Kernel(format!(
-                "runner {} did not acknowledge: {e} (killed by the OOM killer?)",
-                self.child.id()
-            ))
-        })?;
+        if let Err(e) = self.stdout.read_exact(&mut ack) {
+            return Err(self.died(&format!("no acknowledgement: {e}")));
+        }
         if u32::from_le_bytes(ack) != token {
             return Err(ReplayError::Kernel("runner out of step".into()));
         }

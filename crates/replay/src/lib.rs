@@ -48,9 +48,9 @@ pub enum ReplayError {
     Setup(String),
     #[error("trace: {0}")]
     Trace(String),
-    #[error("{0}")]
+    #[error(transparent)]
     TraceFormat(#[from] uzswap_trace::TraceError),
-    #[error("engine: {0}")]
+    #[error(transparent)]
     Engine(#[from] uzswap_mm::Error),
     #[error("verification failed: {0}")]
     Verify(String),
@@ -93,6 +93,11 @@ impl Source {
     }
 }
 
+/// Events between fetching an event and applying it: the replay prefetches the memory each
+/// upcoming access needs (page-table entry at `LOOKAHEAD`, page record at half of it), so the
+/// random accesses of a large footprint overlap instead of stalling one after another.
+const LOOKAHEAD: usize = 16;
+
 /// Replay every event of `src`; `progress(events)` is called every 65536 events.
 pub fn run(
     replay: &mut Replay,
@@ -101,7 +106,25 @@ pub fn run(
 ) -> Result<Report, ReplayError> {
     let name = src.name();
     replay.start_clock();
-    while let Some(ev) = src.next_event()? {
+    let mut ring: std::collections::VecDeque<Event> =
+        std::collections::VecDeque::with_capacity(LOOKAHEAD + 1);
+    let mut done = false;
+    loop {
+        while !done && ring.len() < LOOKAHEAD {
+            match src.next_event()? {
+                Some(ev) => {
+                    replay.prefetch(&ev, false);
+                    ring.push_back(ev);
+                }
+                None => done = true,
+            }
+        }
+        let Some(ev) = ring.pop_front() else {
+            break;
+        };
+        if let Some(mid) = ring.get(LOOKAHEAD / 2) {
+            replay.prefetch(mid, true);
+        }
         replay.apply(&ev)?;
         if replay.events() & 0xffff == 0 {
             progress(replay.events());

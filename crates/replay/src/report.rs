@@ -99,6 +99,8 @@ pub struct Report {
     pub elapsed_s: f64,
     pub engine_s: f64,
     pub cache_s: f64,
+    /// Time spent comparing pages read back with what was written (in neither of the above).
+    pub verify_s: f64,
     pub counters: BTreeMap<String, u64>,
     pub cgroups: Vec<CgroupReport>,
     pub classes: Vec<ClassRow>,
@@ -206,6 +208,7 @@ impl Report {
             elapsed_s,
             engine_s,
             cache_s,
+            verify_s: 0.0,
             counters,
             cgroups,
             classes,
