@@ -69,7 +69,14 @@ pub struct Args {
     pub swap_dir: Option<PathBuf>,
     /// Run the workload with each set of cache options (each one quoted string of flags,
     /// on top of the flags given outside) in parallel, and print one side-by-side table.
-    #[arg(long, value_name = "OPTIONS", num_args = 1.., conflicts_with = "kernel")]
+    /// Takes the rest of the command line: put it last.
+    #[arg(
+        long,
+        value_name = "OPTIONS",
+        num_args = 1..,
+        allow_hyphen_values = true,
+        conflicts_with = "kernel"
+    )]
     pub compare: Vec<String>,
     /// Latency model of the swap device: microseconds added per page read from it to the
     /// elapsed time of the cgroup that waits for it.
@@ -410,11 +417,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let mut replay = Replay::new(replay_options(&args, &plan, every), corpus.clone())?;
     let pb = progress_bar(total, "replay", false);
-    let mut report = uzswap_replay::run(&mut replay, &mut src, &mut |n| {
+    let r = uzswap_replay::run(&mut replay, &mut src, &mut |n| {
         if let Some(pb) = &pb {
             pb.set_position(n);
         }
-    })?;
+    });
+    let mut report = match r {
+        Err(e @ uzswap_replay::ReplayError::Engine(uzswap_mm::Error::Oom(_)))
+            if plan.accounting == Accounting::V2 =>
+        {
+            return Err(anyhow::Error::new(e).context(
+                "in cgroup v2 the compressed pool counts against memory.max: at this corpus's \
+                 compression ratio the workload may not fit (try a larger --memory-max or \
+                 --cgroup v1)",
+            ));
+        }
+        r => r?,
+    };
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }
