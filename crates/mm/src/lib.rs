@@ -63,8 +63,7 @@ pub use cgroup::MemcgEvents;
 use page::{f, List, Pages, NIL};
 use swap::{Readahead, SwapArea};
 
-/// Page size.
-pub const PAGE_SIZE: usize = 4096;
+pub use uzswap_types::PAGE_SIZE;
 /// `MAX_RECLAIM_RETRIES` (mm/internal.h).
 pub const MAX_RECLAIM_RETRIES: u32 = 16;
 /// `SWAP_CLUSTER_MAX`: reclaim's batch.

@@ -13,7 +13,7 @@ use uzswap_corpus::Pages;
 use uzswap_mm::{
     cache, Accounting, Config, Error as MmError, Front, MemCg, Mm, PageId, ReadIn, WriteOut,
 };
-use uzswap_swapfile::SwapFile;
+use uzswap_backing::SwapFile;
 use uzswap_trace::{Content, Event};
 use uzswap_zswap::{CgroupId, Params, Zswap};
 
