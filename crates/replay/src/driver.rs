@@ -9,11 +9,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use uzswap_backing::SwapFile;
 use uzswap_corpus::Pages;
 use uzswap_mm::{
     cache, Accounting, Config, Error as MmError, Front, MemCg, Mm, PageId, ReadIn, WriteOut,
 };
-use uzswap_backing::SwapFile;
 use uzswap_trace::{Content, Event};
 use uzswap_zswap::{CgroupId, Params, Zswap};
 

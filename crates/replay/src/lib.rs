@@ -60,7 +60,7 @@ pub enum ReplayError {
 
 /// Where events come from.
 pub enum Source {
-    Builtin(Builtin),
+    Builtin(Box<Builtin>),
     Trace(Box<TraceReader<BufReader<File>>>),
 }
 

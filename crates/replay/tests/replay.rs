@@ -47,7 +47,7 @@ fn replay_builtin(name: &str, m_pages: u64, o: ReplayOptions, seed: u64) -> (Rep
     };
     let b = Builtin::new(name, &wp).unwrap();
     let mut r = Replay::new(o, c).unwrap();
-    let mut src = Source::Builtin(b);
+    let mut src = Source::Builtin(Box::new(b));
     let rep = run(&mut r, &mut src, &mut |_| {}).unwrap();
     let audit = r.audit().unwrap();
     (rep, audit)

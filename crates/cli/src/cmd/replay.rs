@@ -247,10 +247,10 @@ fn source(args: &Args, plan: &Plan) -> anyhow::Result<Source> {
         Some(p) => Source::Trace(Box::new(
             TraceReader::open(p).map_err(|e| anyhow::anyhow!("{e}"))?,
         )),
-        None => Source::Builtin(
+        None => Source::Builtin(Box::new(
             Builtin::new(&plan.name, plan.wparams.as_ref().expect("built-in"))
                 .expect("known workload"),
-        ),
+        )),
     })
 }
 
