@@ -34,7 +34,13 @@
 //! - `access(page, write, front)`: one access; faults it in (new page, zero page, swap-cache
 //!   hit or swap-in with readahead), charging and reclaiming as needed;
 //! - `touch(page)`: set the accessed bit of a present page without a fault (a front that can
-//!   observe accesses); `free_page(page, front)`: unmap.
+//!   observe accesses); `access_cached(page, write)`: an access through a cached translation
+//!   (no accessed bit, as on x86 after reclaim cleared it without a TLB flush);
+//!   `free_page(page, front)`: unmap;
+//! - `flush_stats()`: the memcg statistics flush; with `Config::exact_stats` off, the
+//!   heuristics that read rstat in the kernel (inactive:active ratio, workingset size, the
+//!   refault count that triggers deactivation, the cost decay's LRU size) see the values of the
+//!   last flush, as the kernel's do between its 2 s flushes;
 //! - [`Front`]: `swap_out` (store, else write to the device), `swap_in`, `free_slot`,
 //!   `release` (the page's memory may be dropped), and for v2 `zswap_pages`/`shrink_slab`.
 //!   [`cache`] implements the data movement over a `uzswap_zswap::Zswap` with the kernel's

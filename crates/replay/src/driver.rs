@@ -288,43 +288,70 @@ impl Front for ReplayFront {
 /// in the TLB can look unused to reclaim. Translations are dropped when the page is unmapped;
 /// this model checks that the page is still mapped on every hit instead.
 struct Tlb {
-    ways: usize,
     mask: u64,
-    /// `sets * ways` tags, each set ordered most recent first; `u64::MAX` is empty.
-    tags: Vec<u64>,
+    sets: Vec<TlbSet>,
 }
+
+/// One 16-way set: tags and LRU ages (0 = most recent; the ages of a set are a permutation of
+/// 0..16), laid out for branch-free, vectorisable lookups.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct TlbSet {
+    tags: [u64; WAYS],
+    age: [u8; WAYS],
+}
+
+const WAYS: usize = 16;
 
 impl Tlb {
     fn new(entries: usize) -> Option<Tlb> {
         if entries == 0 {
             return None;
         }
-        let ways = 16.min(entries);
-        let sets = (entries / ways).next_power_of_two().max(1);
+        let sets = (entries / WAYS).max(1).next_power_of_two();
+        let mut age = [0u8; WAYS];
+        for (i, a) in age.iter_mut().enumerate() {
+            *a = i as u8;
+        }
         Some(Tlb {
-            ways,
             mask: sets as u64 - 1,
-            tags: vec![u64::MAX; sets * ways],
+            sets: vec![
+                TlbSet {
+                    tags: [u64::MAX; WAYS],
+                    age
+                };
+                sets
+            ],
         })
     }
 
-    /// Look `tag` up; on a hit it becomes the set's most recent entry. On a miss it is filled
-    /// in (evicting the set's least recent). Returns whether it hit.
+    /// Look `tag` up; on a hit it becomes the set's most recent entry. On a miss it replaces
+    /// the set's least recent entry. Returns whether it hit.
     #[inline]
     fn access(&mut self, tag: u64) -> bool {
-        let set = ((tag ^ (tag >> 32)) & self.mask) as usize * self.ways;
-        let s = &mut self.tags[set..set + self.ways];
-        match s.iter().position(|&t| t == tag) {
-            Some(i) => {
-                s[..=i].rotate_right(1);
-                true
-            }
-            None => {
-                s.rotate_right(1);
-                s[0] = tag;
-                false
+        let s = &mut self.sets[((tag ^ (tag >> 32)) & self.mask) as usize];
+        let mut way = WAYS;
+        for (i, &t) in s.tags.iter().enumerate() {
+            if t == tag {
+                way = i;
             }
         }
+        let hit = way < WAYS;
+        if !hit {
+            way = s
+                .age
+                .iter()
+                .position(|&a| a == (WAYS - 1) as u8)
+                .unwrap_or(0);
+            s.tags[way] = tag;
+        }
+        // Everything younger than the touched way ages by one; the touched way becomes 0.
+        let a = s.age[way];
+        for x in &mut s.age {
+            *x += u8::from(*x < a);
+        }
+        s.age[way] = 0;
+        hit
     }
 }
 

@@ -333,3 +333,49 @@ fn a_long_trace_streams_in_memory_bounded_by_its_footprint() {
         "peak RSS {short} KiB for 64k events, {long} KiB for 1M events"
     );
 }
+
+/// The kernel's cgroup zswap selftest scenarios as traces (tools/testing/selftests/cgroup/
+/// test_zswap.c): memory.zswap.max 0 keeps a cgroup's pages out of the pool (they go to the
+/// swap device), memory.zswap.writeback 0 keeps them off the device, and memory.reclaim
+/// reclaims what it is asked to.
+#[test]
+fn selftest_scenarios_as_traces() {
+    let run_text = |body: &str| -> Report {
+        let p = std::env::temp_dir().join(format!(
+            "uzswap-replay-selftest-{}-{}.trace",
+            std::process::id(),
+            body.len()
+        ));
+        std::fs::write(&p, format!("uzswap-trace 1\n{body}")).unwrap();
+        let mut o = opts(params(), Accounting::V2);
+        o.stats_flush = std::time::Duration::ZERO;
+        let mut r = Replay::new(o, corpus()).unwrap();
+        let mut src = Source::Trace(Box::new(uzswap_trace::TraceReader::open(&p).unwrap()));
+        let rep = run(&mut r, &mut src, &mut |_| {}).unwrap();
+        r.audit().unwrap();
+        std::fs::remove_file(&p).unwrap();
+        rep
+    };
+    let writes = |n: u64| -> String { (0..n).map(|i| format!("w t {i} {i}\n")).collect() };
+    // zswap.max 0: nothing stored, everything that leaves memory goes to the device.
+    let r = run_text(&format!(
+        "cgroup t\nmemory.max t 1M\nmemory.zswap.max t 0\n{}",
+        writes(1024)
+    ));
+    assert_eq!(r.counter("zswpout"), 0);
+    assert!(r.counter("pswpout") > 500, "{}", r.counter("pswpout"));
+    assert!(r.counter("reject_cgroup_limit") > 0);
+    // memory.reclaim of 2 MiB from a cgroup holding 4 MiB succeeds (no EAGAIN) and stores.
+    let r = run_text(&format!("cgroup t\n{}memory.reclaim t 2M\n", writes(1024)));
+    assert_eq!(r.counter("reclaim_eagain"), 0);
+    assert!(r.counter("zswpout") >= 512, "{}", r.counter("zswpout"));
+    // zswap.writeback 0 and a small zswap.max: reclaim stores what fits, no page reaches the
+    // device, and memory.reclaim reports EAGAIN for what it could not reclaim.
+    let r = run_text(&format!(
+        "cgroup t\n{}memory.zswap.max t 512K\nmemory.zswap.writeback t 0\nmemory.reclaim t 3M\n",
+        writes(1024)
+    ));
+    assert_eq!(r.counter("pswpout") + r.counter("zswpwb"), 0);
+    assert!(r.counter("zswpout") > 0);
+    assert_eq!(r.counter("reclaim_eagain"), 1);
+}
