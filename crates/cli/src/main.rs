@@ -32,6 +32,9 @@ enum Command {
     Estimate(cmd::estimate::Args),
     /// Print the live kernel's zswap debugfs, vmstat swap and zram mm_stat counters.
     KernelStats(cmd::kernel_stats::Args),
+    /// Run a program with its anonymous memory paged through the cache under a budget
+    /// (userfaultfd + SIGBUS, through a preload library).
+    Run(cmd::run::Args),
 }
 
 /// Output piped into `head` and similar ends the program quietly, as for other Unix tools,
@@ -53,6 +56,7 @@ fn main() {
         Command::Capture(args) => cmd::capture::run(args),
         Command::Estimate(args) => cmd::estimate::run(args),
         Command::KernelStats(args) => cmd::kernel_stats::run(args),
+        Command::Run(args) => cmd::run::run(args),
     };
     if let Err(err) = result {
         eprintln!("uzswap: error: {err:#}");

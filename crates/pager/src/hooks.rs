@@ -242,7 +242,13 @@ pub unsafe fn madvise(addr: usize, len: usize, mut advice: i32) -> i32 {
 ///
 /// # Safety
 /// As `mremap(2)`.
-pub unsafe fn mremap(old: usize, old_len: usize, new_len: usize, flags: i32, new_addr: usize) -> usize {
+pub unsafe fn mremap(
+    old: usize,
+    old_len: usize,
+    new_len: usize,
+    flags: i32,
+    new_addr: usize,
+) -> usize {
     let p = match crate::pager() {
         Some(p) if !sys::in_pager() && p.maybe_managed(old, old_len) => p,
         // SAFETY: forwarded.
@@ -293,7 +299,10 @@ pub struct ExecGuard {
 impl ExecGuard {
     /// # Safety
     /// `argv`/`envp` as for `execve(2)`.
-    pub unsafe fn new(argv: *const *const libc::c_char, envp: *const *const libc::c_char) -> ExecGuard {
+    pub unsafe fn new(
+        argv: *const *const libc::c_char,
+        envp: *const *const libc::c_char,
+    ) -> ExecGuard {
         let mut pins = Pinned::none();
         // SAFETY: forwarded contract.
         unsafe {
@@ -356,6 +365,10 @@ pub fn fork_child() {
             unsafe { libc::_exit(125) };
         }
         p.resume();
+        if p.cfg.budget_bytes > 0 {
+            let _b = SigBlock::new();
+            p.reclaim_thread();
+        }
     }
 }
 

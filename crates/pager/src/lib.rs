@@ -23,6 +23,7 @@
 
 pub mod hooks;
 pub mod pager;
+pub mod record;
 pub mod region;
 pub mod shared;
 pub mod signals;
@@ -50,19 +51,36 @@ pub fn init() -> Result<&'static Pager, String> {
     }
     let _g = sys::InPager::enter();
     let cfg = Config::from_env();
+    // The segment's fd is inherited, unless a parent closed it before exec (Python's
+    // subprocess closes every fd by default): then open it again through `uzswap run`'s
+    // /proc entry for it.
     let fd = std::env::var("UZSWAP_SHM_FD")
         .ok()
-        .and_then(|v| v.parse::<i32>().ok());
+        .and_then(|v| v.parse::<i32>().ok())
+        .filter(|&fd| shared::is_segment_fd(fd))
+        .or_else(|| {
+            let path = std::ffi::CString::new(std::env::var("UZSWAP_SHM_PATH").ok()?).ok()?;
+            // SAFETY: a NUL-terminated path; the fd stays open for the process's life.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+            (fd >= 0 && shared::is_segment_fd(fd)).then_some(fd)
+        });
+    if fd.is_none() && std::env::var_os("UZSWAP_SHM_PATH").is_some() {
+        return Err("the run's shared accounting segment is gone (is `uzswap run` alive?)".into());
+    }
     let seg = shared::map_segment(fd).map_err(|e| format!("shared segment: errno {e}"))?;
     if fd.is_none() {
         seg.init(cfg.budget_bytes, cfg.covers_pool);
     }
     let p = Pager::new(cfg, seg)?;
-    seg.processes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    seg.processes
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let p = PAGER.get_or_init(|| p);
     signals::install().map_err(|e| format!("installing the SIGBUS handler: errno {e}"))?;
     signals::ensure_alt_stack();
     warm_thread();
+    if p.cfg.budget_bytes > 0 {
+        p.reclaim_thread();
+    }
     Ok(p)
 }
 

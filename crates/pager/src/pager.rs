@@ -24,15 +24,15 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 use uzswap_swapfile::SwapFile;
 use uzswap_zswap::{CgroupId, LoadOutcome, Params, SwapSlot, Zswap};
 
-use crate::region::{self, Region, ABSENT, BUSY, EVICTED, PAGE, PIN_ONE, REF, RESIDENT};
+use crate::region::{self, Region, ABSENT, BUSY, EVICTED, INHERITED, PAGE, PIN_ONE, REF, RESIDENT};
 use crate::shared::Segment;
 use crate::sys::{self, InPager};
 use crate::uffd::{Uffd, UffdError};
@@ -170,6 +170,12 @@ pub struct Pager {
     pub retired: std::sync::atomic::AtomicBool,
     /// Threads warmed up (each did one store and one load, taken out of the counters).
     pub warmups: AtomicU64,
+    /// This process's resident count when its last sweep found nothing to evict (-1: none).
+    starved_at: AtomicI64,
+    /// Resident pages inherited from the fork parent not yet uncharged (not in the tree total).
+    inherited: AtomicI64,
+    /// `--record-trace`: the raw event log.
+    rec: Option<crate::record::Recorder>,
 }
 
 impl Pager {
@@ -214,6 +220,11 @@ impl Pager {
             reuse_saved: AtomicU64::new(0),
             retired: std::sync::atomic::AtomicBool::new(false),
             warmups: AtomicU64::new(0),
+            starved_at: AtomicI64::new(-1),
+            inherited: AtomicI64::new(0),
+            rec: std::env::var("UZSWAP_TRACE_DIR")
+                .ok()
+                .and_then(|d| crate::record::Recorder::open(&d)),
         })
     }
 
@@ -236,7 +247,7 @@ impl Pager {
         (r.len(), r.values().map(|x| x.pages).sum())
     }
 
-    fn lookup<'a>(map: &'a BTreeMap<usize, Arc<Region>>, addr: usize) -> Option<&'a Arc<Region>> {
+    fn lookup(map: &BTreeMap<usize, Arc<Region>>, addr: usize) -> Option<&Arc<Region>> {
         map.range(..=addr)
             .next_back()
             .map(|(_, r)| r)
@@ -310,20 +321,31 @@ impl Pager {
             let a = lo.max(r.start);
             let b = hi.min(r.end());
             let mut freed = 0;
+            let mut inh = 0;
             for i in r.index(a)..r.index(b - 1) + 1 {
                 // Under the write lock no BUSY owner exists (they all hold the read lock).
                 let s = r.state(i).swap(ABSENT, AcqRel);
                 match region::kind(s) {
-                    RESIDENT => freed += 1,
+                    RESIDENT => {
+                        freed += 1;
+                        inh += (s & INHERITED != 0) as i64;
+                    }
                     EVICTED => self.forget_slot(region::slot_of(s)),
                     _ => {}
                 }
             }
             self.resident.fetch_sub(freed, Relaxed);
-            self.seg.resident_pages.fetch_sub(freed, Relaxed);
+            self.uncharge(freed, inh);
         }
         if !any {
             return None;
+        }
+        if let Some(rec) = &self.rec {
+            rec.event(
+                crate::record::FREE,
+                (lo / PAGE) as u64,
+                ((hi - lo) / PAGE) as u32,
+            );
         }
         if unmap {
             Self::cut(&mut map, lo, hi);
@@ -348,6 +370,7 @@ impl Pager {
         {
             let mut map = self.regions.write();
             let mut kept = 0i64;
+            let mut inh = 0i64;
             for (_, r) in map
                 .range(..old + old_len)
                 .rev()
@@ -357,12 +380,13 @@ impl Pager {
                     let s = r.state(i).swap(ABSENT, AcqRel);
                     if region::kind(s) == RESIDENT {
                         kept += 1;
+                        inh += (s & INHERITED != 0) as i64;
                     }
                 }
             }
             Self::cut(&mut map, old, old + old_len);
             self.resident.fetch_sub(kept, Relaxed);
-            self.seg.resident_pages.fetch_sub(kept, Relaxed);
+            self.uncharge(kept, inh);
         }
         if self.manage(new, new_len) {
             // Every page of the new range counts as resident (a missing one is healed to zeros
@@ -380,6 +404,14 @@ impl Pager {
         }
     }
 
+    /// Takes `n` resident pages off the counts, `inh` of which were inherited from the fork
+    /// parent (shared copy-on-write, charged to the parent, as a cgroup charges a page to the
+    /// one that faulted it in; see `after_fork_child`).
+    fn uncharge(&self, n: i64, inh: i64) {
+        self.inherited.fetch_sub(inh, Relaxed);
+        self.seg.resident_pages.fetch_sub(n - inh, Relaxed);
+    }
+
     fn forget_slot(&self, off: u64) {
         let slot = SwapSlot {
             area: 0,
@@ -392,7 +424,7 @@ impl Pager {
     // ------------------------------------------------------------------ the fault path
 
     /// Resolves a fault at `addr` (SIGBUS handler). False: not a managed address (chain on).
-    pub fn handle_fault(&self, addr: usize) -> bool {
+    pub fn handle_fault(&self, addr: usize, write: bool) -> bool {
         if !self.maybe_managed(addr, 1) {
             return false;
         }
@@ -407,6 +439,14 @@ impl Pager {
         };
         if handled {
             self.seg.record_fault(sys::now_ns() - t0);
+            if let Some(rec) = &self.rec {
+                let kind = if write {
+                    crate::record::WRITE
+                } else {
+                    crate::record::READ
+                };
+                rec.event(kind, (addr / PAGE) as u64, 0);
+            }
             self.maybe_reclaim();
         }
         handled
@@ -429,11 +469,15 @@ impl Pager {
                     }
                     // A raced fault (another thread filled it), or a page dropped behind our
                     // back: claim it and copy zeros; EEXIST means it is there after all.
-                    if w.compare_exchange(s, (s & !region::KIND) | BUSY, AcqRel, Relaxed).is_err() {
+                    if w.compare_exchange(s, (s & !region::KIND) | BUSY, AcqRel, Relaxed)
+                        .is_err()
+                    {
                         continue;
                     }
                     // SAFETY: zero_src is our own readable mapping of ZERO_SRC_PAGES pages.
-                    let _ = self.uffd().copy(r.addr(i), self.zero_src as *const u8, PAGE);
+                    let _ = self
+                        .uffd()
+                        .copy(r.addr(i), self.zero_src as *const u8, PAGE);
                     w.store(s, Release);
                     return true;
                 }
@@ -474,7 +518,9 @@ impl Pager {
         {
             n += 1;
         }
-        let res = self.uffd().copy(r.addr(i), self.zero_src as *const u8, n * PAGE);
+        let res = self
+            .uffd()
+            .copy(r.addr(i), self.zero_src as *const u8, n * PAGE);
         let ok = match res {
             Ok(()) => true,
             Err(UffdError::Exists) => {
@@ -630,26 +676,68 @@ impl Pager {
         b != 0 && self.seg.charged_pages() as u64 * PAGE as u64 > b
     }
 
-    /// Direct reclaim: evict until the tree is within its budget.
+    /// Direct reclaim: evict until the tree is within its budget. When this process has
+    /// nothing left to evict (the rest of the tree holds the memory), ask the others.
     pub fn maybe_reclaim(&self) {
         self.seg.note_peak();
         if !self.over_budget() || self.paused.load(Relaxed) > 0 {
             return;
         }
         let _g = InPager::enter();
-        let mut guard = 0;
+        // After a fruitless sweep, don't sweep again until this process has grown a batch.
+        let starved = self.starved_at.load(Relaxed);
+        if starved >= 0 && self.resident.load(Relaxed) < starved + self.cfg.batch as i64 {
+            self.seg.request_reclaim();
+            return;
+        }
         while self.over_budget() {
             let n = self.evict(self.cfg.batch);
             self.publish_pool();
             if n == 0 {
-                guard += 1;
-                if guard > 2 {
-                    self.seg.over_budget.fetch_add(1, Relaxed);
-                    break;
-                }
+                self.starved_at.store(self.resident.load(Relaxed), Relaxed);
+                self.seg.over_budget.fetch_add(1, Relaxed);
+                self.seg.request_reclaim();
+                break;
             }
         }
+        if !self.over_budget() {
+            self.starved_at.store(-1, Relaxed);
+        }
         self.seg.note_peak();
+    }
+
+    /// The reclaim thread of this process: evicts from this process when another process of
+    /// the tree (or a pool that grew) leaves the tree over its budget. Runs as pager code
+    /// with every signal blocked.
+    pub fn reclaim_thread(&'static self) {
+        // std allocates the thread's handle with the system malloc: keep it off the heap.
+        let _g = InPager::enter();
+        let _ = std::thread::Builder::new()
+            .name("uzswap-reclaim".into())
+            .spawn(move || {
+                let _g = InPager::enter();
+                let me = self.pid.load(Relaxed);
+                loop {
+                    let seen = self.seg.reclaim_req.load(Relaxed);
+                    self.seg.wait_reclaim(seen, 200);
+                    if self.pid.load(Relaxed) != me {
+                        return; // a fork child's copy of a parent thread: never runs
+                    }
+                    self.publish_pool();
+                    // Bounded per wake-up: a tree whose memory is elsewhere is not this
+                    // thread's to spin on.
+                    let mut rounds = 0;
+                    while self.over_budget() && self.paused.load(Relaxed) == 0 && rounds < 256 {
+                        rounds += 1;
+                        if self.evict(self.cfg.batch) < self.cfg.batch {
+                            break;
+                        }
+                        self.publish_pool();
+                    }
+                    self.publish_pool();
+                    self.seg.note_peak();
+                }
+            });
     }
 
     /// Evicts up to `want` pages of this process. Returns how many left.
@@ -686,6 +774,9 @@ impl Pager {
             .chain(map.range(..rc.hand))
             .map(|(_, r)| r)
             .collect();
+        // Bound the work of one call (a sparse or mostly evicted address space); the hand
+        // keeps the position for the next call.
+        let mut budget_words = 1usize << 16;
         'laps: for lap in 0..3 {
             for (ri, r) in order.iter().enumerate() {
                 let start_i = if ri == 0 && lap == 0 && r.contains(rc.hand) {
@@ -696,6 +787,11 @@ impl Pager {
                 let hwm = r.hwm.load(Relaxed).min(r.pages);
                 let mut i = start_i;
                 while i < hwm {
+                    if budget_words == 0 {
+                        rc.hand = r.addr(i);
+                        break 'laps;
+                    }
+                    budget_words -= 1;
                     let w = r.state(i);
                     let s = w.load(Relaxed);
                     let victim = region::kind(s) == RESIDENT && region::pins(s) == 0;
@@ -704,11 +800,12 @@ impl Pager {
                         i += 1;
                         continue;
                     }
-                    if victim && w.compare_exchange(s, BUSY, AcqRel, Relaxed).is_ok() {
+                    if victim
+                        && w.compare_exchange(s, BUSY | (s & INHERITED), AcqRel, Relaxed)
+                            .is_ok()
+                    {
                         match runs.last_mut() {
-                            Some(run)
-                                if Arc::ptr_eq(&run.region, r) && run.first + run.n == i =>
-                            {
+                            Some(run) if Arc::ptr_eq(&run.region, r) && run.first + run.n == i => {
                                 run.n += 1
                             }
                             _ => runs.push(Run {
@@ -744,21 +841,20 @@ impl Pager {
             | Err(UffdError::Hole { done }) => done / PAGE,
             Err(_) => 0,
         };
-        // Pages not moved (shared with a fork child, or unmovable): resident again, with REF
-        // so the hand passes them once.
-        for k in moved..run.n {
-            r.state(run.first + k).store(RESIDENT | REF, Release);
-        }
-        if moved < run.n {
-            self.seg.evict_busy.fetch_add((run.n - moved) as u64, Relaxed);
-        }
+        let shared_out = if moved < run.n {
+            self.evict_shared(r, run.first + moved, run.n - moved)
+        } else {
+            0
+        };
         let mut out = 0;
+        let mut inh = 0;
         for k in 0..moved {
             // SAFETY: the scratch area is our own mapping of SCRATCH_PAGES pages; the page just
             // moved there (or reads as zeros if the source was a hole: WP-only registration).
             let page =
                 unsafe { std::slice::from_raw_parts((scratch + k * PAGE) as *const u8, PAGE) };
             let w = r.state(run.first + k);
+            let keep = w.load(Relaxed) & INHERITED;
             let stored = self.swap.alloc_slot().ok().and_then(|slot| {
                 match self.zswap.swap_out(slot, page, CgroupId::ROOT) {
                     Ok(_) => Some(slot),
@@ -770,22 +866,87 @@ impl Pager {
             });
             match stored {
                 Some(slot) => {
+                    if let Some(rec) = &self.rec {
+                        let idx = self.seg.trace_pages.fetch_add(1, Relaxed);
+                        rec.evict((r.addr(run.first + k) / PAGE) as u64, page, idx);
+                    }
                     let epoch = self.evictions.fetch_add(1, Relaxed);
                     w.store(region::evicted(slot.offset, epoch), Release);
                     out += 1;
+                    inh += (keep != 0) as i64;
                 }
                 None => {
                     // Nowhere to put it: copy it back where it was.
                     let _ = self.uffd().copy(r.addr(run.first + k), page.as_ptr(), PAGE);
-                    w.store(RESIDENT | REF, Release);
+                    w.store(RESIDENT | REF | keep, Release);
                 }
             }
         }
         // SAFETY: the scratch pages are ours; their content was stored or copied back.
         let _ = unsafe { sys::raw_madvise(scratch, moved * PAGE, libc::MADV_DONTNEED) };
         self.resident.fetch_sub(out as i64, Relaxed);
-        self.seg.resident_pages.fetch_sub(out as i64, Relaxed);
+        self.uncharge(out as i64, inh);
         self.seg.evictions.fetch_add(out as u64, Relaxed);
+        out + shared_out
+    }
+
+    /// Eviction of pages `UFFDIO_MOVE` refused (shared with a fork parent or child, which
+    /// MOVE can't take: they are not exclusive): write-protect them first, so a racing write
+    /// faults and waits for `BUSY` to clear, store their content from where they are, then
+    /// drop them with `MADV_DONTNEED` (this process's mapping only; the other keeps its copy).
+    fn evict_shared(&self, r: &Region, first: usize, n: usize) -> usize {
+        let addr = r.addr(first);
+        if self.uffd().write_protect(addr, n * PAGE, true).is_err() {
+            for k in 0..n {
+                let w = r.state(first + k);
+                w.store(RESIDENT | REF | (w.load(Relaxed) & INHERITED), Release);
+            }
+            self.seg.evict_busy.fetch_add(n as u64, Relaxed);
+            return 0;
+        }
+        let mut out = 0;
+        let mut inh = 0;
+        for k in 0..n {
+            let w = r.state(first + k);
+            let keep = w.load(Relaxed) & INHERITED;
+            // SAFETY: the page is present, write-protected and owned by this eviction (BUSY):
+            // no one changes it while it is read (a program write faults and waits), and no
+            // unmap can run (it needs the regions write lock, which our read lock excludes).
+            let page = unsafe { std::slice::from_raw_parts(r.addr(first + k) as *const u8, PAGE) };
+            let stored = self.swap.alloc_slot().ok().and_then(|slot| {
+                match self.zswap.swap_out(slot, page, CgroupId::ROOT) {
+                    Ok(_) => Some(slot),
+                    Err(_) => {
+                        let _ = self.swap.free_slot(slot);
+                        None
+                    }
+                }
+            });
+            match stored {
+                Some(slot) => {
+                    if let Some(rec) = &self.rec {
+                        let idx = self.seg.trace_pages.fetch_add(1, Relaxed);
+                        rec.evict((r.addr(first + k) / PAGE) as u64, page, idx);
+                    }
+                    // SAFETY: the page's content is stored; dropping this mapping of it is what
+                    // eviction means.
+                    let _ =
+                        unsafe { sys::raw_madvise(r.addr(first + k), PAGE, libc::MADV_DONTNEED) };
+                    let epoch = self.evictions.fetch_add(1, Relaxed);
+                    w.store(region::evicted(slot.offset, epoch), Release);
+                    out += 1;
+                    inh += (keep != 0) as i64;
+                }
+                None => {
+                    let _ = self.uffd().write_protect(r.addr(first + k), PAGE, false);
+                    w.store(RESIDENT | REF | keep, Release);
+                }
+            }
+        }
+        self.resident.fetch_sub(out as i64, Relaxed);
+        self.uncharge(out as i64, inh);
+        self.seg.evictions.fetch_add(out as u64, Relaxed);
+        self.seg.evict_busy.fetch_add(n as u64, Relaxed);
         out
     }
 
@@ -818,9 +979,10 @@ impl Pager {
         }
         self.seg
             .add_counter("pager_reevictions_saved", self.reuse_saved.load(Relaxed));
-        self.seg
-            .resident_pages
-            .fetch_sub(self.resident.load(Relaxed), Relaxed);
+        self.seg.resident_pages.fetch_sub(
+            self.resident.load(Relaxed) - self.inherited.load(Relaxed),
+            Relaxed,
+        );
         let p = self.pool_published.swap(0, Relaxed);
         self.seg.pool_pages.fetch_sub(p, Relaxed);
         self.seg.processes.fetch_sub(1, Relaxed);
@@ -828,9 +990,10 @@ impl Pager {
 
     /// Undoes `retire`'s withdrawal (an exec that failed).
     pub fn rejoin(&self) {
-        self.seg
-            .resident_pages
-            .fetch_add(self.resident.load(Relaxed), Relaxed);
+        self.seg.resident_pages.fetch_add(
+            self.resident.load(Relaxed) - self.inherited.load(Relaxed),
+            Relaxed,
+        );
         self.seg.processes.fetch_add(1, Relaxed);
         self.publish_pool();
     }
@@ -862,8 +1025,11 @@ impl Pager {
         drop(unsafe { Box::from_raw(old) });
         let rc = self.reclaim.lock();
         // SAFETY: our own scratch area.
-        unsafe { self.uffd().register_scratch(rc.scratch, SCRATCH_PAGES * PAGE) }
-            .map_err(|e| format!("scratch: errno {e}"))?;
+        unsafe {
+            self.uffd()
+                .register_scratch(rc.scratch, SCRATCH_PAGES * PAGE)
+        }
+        .map_err(|e| format!("scratch: errno {e}"))?;
         drop(rc);
         let map = self.regions.read();
         for r in map.values() {
@@ -874,8 +1040,20 @@ impl Pager {
         self.pid.store(sys::getpid(), Relaxed);
         self.pool_published.store(0, Relaxed);
         self.retired.store(false, Relaxed);
-        let r = self.resident.load(Relaxed);
-        self.seg.resident_pages.fetch_add(r, Relaxed);
+        self.starved_at.store(-1, Relaxed);
+        // The inherited resident pages are the parent's, shared copy-on-write: not charged
+        // again (the kernel charges a page once, to the cgroup that faulted it in).
+        let mut inh = 0;
+        for r in map.values() {
+            for i in 0..r.hwm.load(Relaxed).min(r.pages) {
+                let w = r.state(i);
+                if region::kind(w.load(Relaxed)) == RESIDENT {
+                    w.fetch_or(INHERITED, Relaxed);
+                    inh += 1;
+                }
+            }
+        }
+        self.inherited.store(inh, Relaxed);
         self.seg.processes.fetch_add(1, Relaxed);
         self.publish_pool();
         Ok(())

@@ -8,8 +8,8 @@
 //!
 //! State word layout:
 //! ```text
-//!  63        48 47              16 15      8 7   3  2   1..0
-//! [ evict epoch | swap slot offset | pin count | -  | REF | kind ]
+//!  63        48 47              16 15      8  3    2   1..0
+//! [ evict epoch | swap slot offset | pin count | INH | REF | kind ]
 //! ```
 //! kind: `ABSENT` (never filled, or dropped: a fault fills zeros), `RESIDENT` (the page is
 //! mapped), `EVICTED` (its content is in the cache under `slot`), `BUSY` (one thread owns a
@@ -31,6 +31,8 @@ pub const EVICTED: u64 = 2;
 pub const BUSY: u64 = 3;
 pub const KIND: u64 = 3;
 pub const REF: u64 = 1 << 2;
+/// Resident since before a fork (shared copy-on-write with the parent, charged to it).
+pub const INHERITED: u64 = 1 << 3;
 pub const PIN_ONE: u64 = 1 << 8;
 pub const PIN_MASK: u64 = 0xff << 8;
 const SLOT_SHIFT: u32 = 16;

@@ -9,7 +9,7 @@
 //! layout is `#[repr(C)]` and only atomics, so `uzswap run` reads the same struct after the
 //! tree has exited.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 /// Latency histogram: 0.1 µs buckets up to 200 µs, then one bucket per doubling.
 pub const HIST_LINEAR: usize = 2000;
@@ -51,6 +51,11 @@ pub struct Segment {
     pub pinned_calls: AtomicU64,
     pub over_budget: AtomicU64,
     pub unmanageable: AtomicU64,
+    /// Pages written to the trace recording's page file.
+    pub trace_pages: AtomicU64,
+    /// Bumped (and futex-woken) when a process is over the tree's budget with nothing left to
+    /// evict itself: every process's reclaim thread then evicts from its own memory.
+    pub reclaim_req: AtomicU32,
     pub hist: [AtomicU64; HIST_BUCKETS],
     pub counters: [CounterCell; COUNTER_CELLS],
 }
@@ -118,6 +123,38 @@ impl Segment {
         }
     }
 
+    /// Asks every process of the tree to reclaim (a shared futex word in the memfd).
+    pub fn request_reclaim(&self) {
+        self.reclaim_req.fetch_add(1, Relaxed);
+        // SAFETY: FUTEX_WAKE on a word of the shared mapping (non-private: other processes).
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                &self.reclaim_req as *const AtomicU32,
+                libc::FUTEX_WAKE,
+                i32::MAX,
+            );
+        }
+    }
+
+    /// Waits up to `ms` for a reclaim request after `seen`.
+    pub fn wait_reclaim(&self, seen: u32, ms: u64) {
+        let ts = libc::timespec {
+            tv_sec: (ms / 1000) as i64,
+            tv_nsec: ((ms % 1000) * 1_000_000) as i64,
+        };
+        // SAFETY: FUTEX_WAIT on a word of the shared mapping with a timeout.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                &self.reclaim_req as *const AtomicU32,
+                libc::FUTEX_WAIT,
+                seen,
+                &ts as *const libc::timespec,
+            );
+        }
+    }
+
     pub fn note_peak(&self) {
         let c = self.charged_pages().max(0) as u64;
         self.peak_charged_pages.fetch_max(c, Relaxed);
@@ -130,10 +167,7 @@ impl Segment {
             loop {
                 match c.claim.load(std::sync::atomic::Ordering::Acquire) {
                     0 => {
-                        if c.claim
-                            .compare_exchange(0, 1, Relaxed, Relaxed)
-                            .is_ok()
-                        {
+                        if c.claim.compare_exchange(0, 1, Relaxed, Relaxed).is_ok() {
                             for (slot, k) in c.name.iter().zip(key) {
                                 slot.store(k, Relaxed);
                             }
@@ -186,6 +220,15 @@ impl Segment {
             }
         }
         0.0
+    }
+}
+
+/// Is `fd` open on a file of the segment's size (the run's memfd)?
+pub fn is_segment_fd(fd: i32) -> bool {
+    // SAFETY: fstat fills the struct for a valid fd, fails otherwise.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut st) == 0 && st.st_size as usize == SEGMENT_BYTES
     }
 }
 

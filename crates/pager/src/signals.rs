@@ -28,8 +28,7 @@ static USER_FLAGS: AtomicU64 = AtomicU64::new(0);
 static USER_MASK: AtomicU64 = AtomicU64::new(0);
 static INSTALLED: AtomicU64 = AtomicU64::new(0);
 
-type SigactionFn =
-    unsafe extern "C" fn(i32, *const libc::sigaction, *mut libc::sigaction) -> i32;
+type SigactionFn = unsafe extern "C" fn(i32, *const libc::sigaction, *mut libc::sigaction) -> i32;
 
 /// The real `sigaction` (libc's), bypassing the preload library's wrapper.
 ///
@@ -132,7 +131,12 @@ extern "C" fn on_sigbus(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_
     let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
     if code == libc::BUS_ADRERR {
         if let Some(p) = crate::pager() {
-            if p.handle_fault(addr) {
+            // The x86 page-fault error code: bit 1 set for a write.
+            // SAFETY: the kernel passes the interrupted context for an SA_SIGINFO handler.
+            let err = unsafe {
+                (*(ctx as *const libc::ucontext_t)).uc_mcontext.gregs[libc::REG_ERR as usize]
+            };
+            if p.handle_fault(addr, err & 2 != 0) {
                 return;
             }
         }
@@ -145,6 +149,11 @@ fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let h = USER_HANDLER.load(Relaxed);
     let flags = USER_FLAGS.load(Relaxed) as i32;
     if h == libc::SIG_DFL || h == libc::SIG_IGN {
+        // SAFETY: the kernel's siginfo.
+        let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
+        let mut buf = [0u8; 160];
+        let n = fmt_unhandled(&mut buf, sys::getpid(), code, addr);
+        sys::raw_stderr(&buf[..n]);
         // The default action: reinstall it and return; the access faults again and the kernel
         // kills the process with SIGBUS, as it would have without the pager.
         // SAFETY: plain sigaction struct with SIG_DFL.
@@ -222,4 +231,43 @@ pub fn free_alt_stack(base: usize) {
             let _ = sys::raw_munmap(base, ALT_STACK);
         }
     }
+}
+
+/// "uzswap: pid P: SIGBUS (code C) at 0xADDR is not a managed page\n" without allocating.
+fn fmt_unhandled(buf: &mut [u8], pid: i32, code: i32, addr: usize) -> usize {
+    let mut n = 0;
+    let mut put = |b: &[u8]| {
+        for &c in b {
+            if n < buf.len() {
+                buf[n] = c;
+                n += 1;
+            }
+        }
+    };
+    let num = |v: u64, base: u64| {
+        let mut d = [0u8; 20];
+        let mut i = d.len();
+        let mut v = v;
+        loop {
+            i -= 1;
+            let x = (v % base) as u8;
+            d[i] = if x < 10 { b'0' + x } else { b'a' + x - 10 };
+            v /= base;
+            if v == 0 {
+                break;
+            }
+        }
+        d[i..].to_vec()
+    };
+    let p = num(pid as u64, 10);
+    let c = num(code as u64, 10);
+    let a = num(addr as u64, 16);
+    put(b"uzswap: pid ");
+    put(&p);
+    put(b": SIGBUS (code ");
+    put(&c);
+    put(b") at 0x");
+    put(&a);
+    put(b" is not a page the pager can restore\n");
+    n
 }

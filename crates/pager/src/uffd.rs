@@ -20,6 +20,8 @@ const UFFDIO_REGISTER: u64 = iowr(0x00, 32);
 const UFFDIO_UNREGISTER: u64 = (2 << 30) | (16 << 16) | (0xAA << 8) | 0x01;
 const UFFDIO_COPY: u64 = iowr(0x03, 40);
 const UFFDIO_MOVE: u64 = iowr(0x05, 40);
+const UFFDIO_WRITEPROTECT: u64 = iowr(0x06, 24);
+const WRITEPROTECT_MODE_WP: u64 = 1;
 
 /// `UFFD_FEATURE_SIGBUS`: a missing page raises SIGBUS in the faulting thread.
 pub const FEATURE_SIGBUS: u64 = 1 << 7;
@@ -49,6 +51,11 @@ struct Register {
     range: Range,
     mode: u64,
     ioctls: u64,
+}
+#[repr(C)]
+struct WriteProtect {
+    range: Range,
+    mode: u64,
 }
 #[repr(C)]
 struct Copy {
@@ -137,7 +144,27 @@ impl Uffd {
     /// registered: afterwards an access to a missing page raises SIGBUS (user mode) or EFAULT
     /// (kernel mode) until the pager fills it, so no Rust code may hold a reference into it.
     pub unsafe fn register_missing(&self, start: usize, len: usize) -> Result<(), i32> {
-        self.register(start, len, REGISTER_MODE_MISSING)
+        // WP too: the eviction fallback for pages a fork shares (MOVE refuses them)
+        // write-protects them while their content is stored.
+        self.register(start, len, REGISTER_MODE_MISSING | REGISTER_MODE_WP)
+    }
+
+    /// `UFFDIO_WRITEPROTECT`: sets (`on`) or clears write protection on present pages of a
+    /// managed range. A write to a protected page raises SIGBUS (sync WP in SIGBUS mode).
+    pub fn write_protect(&self, start: usize, len: usize, on: bool) -> Result<(), i32> {
+        let mut w = WriteProtect {
+            range: Range {
+                start: start as u64,
+                len: len as u64,
+            },
+            mode: if on { WRITEPROTECT_MODE_WP } else { 0 },
+        };
+        // SAFETY: UFFDIO_WRITEPROTECT reads the struct; it changes only PTE protection of
+        // managed pages (the `register_missing` contract).
+        if unsafe { libc::ioctl(self.raw_fd(), UFFDIO_WRITEPROTECT as _, &mut w) } != 0 {
+            return Err(crate::sys::errno());
+        }
+        Ok(())
     }
 
     /// Registers `[start, start+len)` in WP mode only, for the eviction scratch area: a

@@ -304,7 +304,11 @@ extern "C" fn uzswap_init() {
         if libc::pthread_key_create(&mut key, Some(thread_gone)) == 0 {
             THREAD_KEY.store(key as usize, Relaxed);
         }
-        libc::pthread_atfork(Some(at_fork_prepare), Some(at_fork_parent), Some(at_fork_child));
+        libc::pthread_atfork(
+            Some(at_fork_prepare),
+            Some(at_fork_parent),
+            Some(at_fork_child),
+        );
     }
     drop(_b);
     setup_heap();
@@ -335,8 +339,8 @@ fn setup_heap() {
     unsafe {
         mi_option_set(17, 1); // mi_option_disallow_os_alloc: heap memory only from the arena
         mi_option_set(43, 0); // mi_option_allow_thp: THP bypasses missing-mode faults
-        // mimalloc keeps an arena's meta-data inside it and limits that to 512 slices, so a
-        // 16 GiB arena is too large: one arena per 8 GiB of the reservation.
+                              // mimalloc keeps an arena's meta-data inside it and limits that to 512 slices, so a
+                              // 16 GiB arena is too large: one arena per 8 GiB of the reservation.
         const ARENA: usize = 8 << 30;
         let mut off = 0;
         while off + (64 << 20) <= size {
@@ -345,7 +349,9 @@ fn setup_heap() {
             let start = (base + off) as *mut c_void;
             if !mi_manage_os_memory_ex(start, len, true, false, true, -1, false, &mut id) {
                 if off == 0 {
-                    sys::raw_stderr(b"uzswap: mimalloc refused the arena; malloc stays unmanaged\n");
+                    sys::raw_stderr(
+                        b"uzswap: mimalloc refused the arena; malloc stays unmanaged\n",
+                    );
                     return;
                 }
                 break;
@@ -376,7 +382,9 @@ fn find_sys_text() {
             let n = &mut *(data as *mut usize);
             for k in 0..i.dlpi_phnum as usize {
                 let ph = &*i.dlpi_phdr.add(k);
-                if ph.p_type == libc::PT_LOAD && ph.p_flags & libc::PF_X != 0 && *n + 1 < SYS_TEXT.len()
+                if ph.p_type == libc::PT_LOAD
+                    && ph.p_flags & libc::PF_X != 0
+                    && *n + 1 < SYS_TEXT.len()
                 {
                     let lo = i.dlpi_addr as usize + ph.p_vaddr as usize;
                     SYS_TEXT[*n].store(lo, Relaxed);
@@ -503,7 +511,14 @@ pub unsafe extern "C" fn pthread_create(
 /// # Safety
 /// As `mmap(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn mmap(a: *mut c_void, l: usize, pr: c_int, fl: c_int, fd: c_int, off: i64) -> *mut c_void {
+pub unsafe extern "C" fn mmap(
+    a: *mut c_void,
+    l: usize,
+    pr: c_int,
+    fl: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
     // SAFETY: forwarded.
     unsafe { hooks::mmap(a as usize, l, pr, fl, fd, off) as *mut c_void }
 }
@@ -511,7 +526,14 @@ pub unsafe extern "C" fn mmap(a: *mut c_void, l: usize, pr: c_int, fl: c_int, fd
 /// # Safety
 /// As `mmap(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn mmap64(a: *mut c_void, l: usize, pr: c_int, fl: c_int, fd: c_int, off: i64) -> *mut c_void {
+pub unsafe extern "C" fn mmap64(
+    a: *mut c_void,
+    l: usize,
+    pr: c_int,
+    fl: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
     // SAFETY: forwarded.
     unsafe { hooks::mmap(a as usize, l, pr, fl, fd, off) as *mut c_void }
 }
@@ -550,8 +572,18 @@ pub unsafe extern "C" fn posix_madvise(a: *mut c_void, l: usize, adv: c_int) -> 
 /// # Safety
 /// As `mremap(2)` (the fifth argument is read only with MREMAP_FIXED).
 #[no_mangle]
-pub unsafe extern "C" fn mremap(a: *mut c_void, ol: usize, nl: usize, fl: c_int, na: *mut c_void) -> *mut c_void {
-    let na = if fl & libc::MREMAP_FIXED != 0 { na as usize } else { 0 };
+pub unsafe extern "C" fn mremap(
+    a: *mut c_void,
+    ol: usize,
+    nl: usize,
+    fl: c_int,
+    na: *mut c_void,
+) -> *mut c_void {
+    let na = if fl & libc::MREMAP_FIXED != 0 {
+        na as usize
+    } else {
+        0
+    };
     // SAFETY: forwarded.
     unsafe { hooks::mremap(a as usize, ol, nl, fl, na) as *mut c_void }
 }
@@ -561,7 +593,11 @@ pub unsafe extern "C" fn mremap(a: *mut c_void, ol: usize, nl: usize, fl: c_int,
 /// # Safety
 /// As `sigaction(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn sigaction(sig: c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> c_int {
+pub unsafe extern "C" fn sigaction(
+    sig: c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> c_int {
     if sig == libc::SIGBUS && signals::installed() {
         // SAFETY: forwarded.
         return unsafe { signals::user_sigaction(act, old) };
@@ -597,7 +633,11 @@ pub unsafe extern "C" fn signal(sig: c_int, h: libc::sighandler_t) -> libc::sigh
 /// # Safety
 /// As `sigprocmask(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> c_int {
+pub unsafe extern "C" fn sigprocmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
     static S: NextSym = NextSym::new(c"sigprocmask");
     // SAFETY: libc's sigprocmask, with SIGBUS stripped from the set.
     unsafe {
@@ -613,7 +653,11 @@ pub unsafe extern "C" fn sigprocmask(how: c_int, set: *const libc::sigset_t, old
 /// # Safety
 /// As `pthread_sigmask(3)`.
 #[no_mangle]
-pub unsafe extern "C" fn pthread_sigmask(how: c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> c_int {
+pub unsafe extern "C" fn pthread_sigmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
     static S: NextSym = NextSym::new(c"pthread_sigmask");
     // SAFETY: libc's pthread_sigmask, with SIGBUS stripped from the set.
     unsafe {
@@ -682,12 +726,17 @@ io_wrap!(fwrite(b: *const c_void, s: usize, n: usize, f: *mut libc::FILE) -> usi
 
 // ---------------------------------------------------------------- exec, spawn, exit
 
-type Execve = unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+type Execve =
+    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
 
 /// # Safety
 /// As `execve(2)`.
 #[no_mangle]
-pub unsafe extern "C" fn execve(path: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
     static S: NextSym = NextSym::new(c"execve");
     // SAFETY: forwarded with argv/envp resident.
     unsafe {
@@ -708,7 +757,11 @@ pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) 
 /// # Safety
 /// As `execvpe(3)`.
 #[no_mangle]
-pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
     static S: NextSym = NextSym::new(c"execvpe");
     // SAFETY: forwarded with argv/envp resident.
     unsafe {
@@ -729,7 +782,11 @@ pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char)
 /// # Safety
 /// As `fexecve(3)`.
 #[no_mangle]
-pub unsafe extern "C" fn fexecve(fd: c_int, argv: *const *const c_char, envp: *const *const c_char) -> c_int {
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
     static S: NextSym = NextSym::new(c"fexecve");
     // SAFETY: forwarded with argv/envp resident.
     unsafe {
@@ -774,7 +831,9 @@ unsafe fn spawn(
         p.pause();
     }
     // SAFETY: libc's posix_spawn(p).
-    let r = unsafe { std::mem::transmute::<*mut c_void, Spawn>(s.get())(pid, path, fa, at, argv, envp) };
+    let r = unsafe {
+        std::mem::transmute::<*mut c_void, Spawn>(s.get())(pid, path, fa, at, argv, envp)
+    };
     if let Some(p) = p {
         p.resume();
     }
@@ -853,8 +912,11 @@ pub unsafe extern "C" fn __cxa_thread_atexit_impl(
     static S: NextSym = NextSym::new(c"__cxa_thread_atexit_impl");
     // SAFETY: glibc's implementation, same signature.
     unsafe {
-        let f: unsafe extern "C" fn(unsafe extern "C" fn(*mut c_void), *mut c_void, *mut c_void) -> c_int =
-            std::mem::transmute(S.get());
+        let f: unsafe extern "C" fn(
+            unsafe extern "C" fn(*mut c_void),
+            *mut c_void,
+            *mut c_void,
+        ) -> c_int = std::mem::transmute(S.get());
         f(dtor, obj, dso)
     }
 }

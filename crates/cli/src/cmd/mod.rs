@@ -5,3 +5,5 @@ pub mod capture;
 pub mod classes;
 pub mod estimate;
 pub mod kernel_stats;
+pub mod run;
+pub mod run_trace;
