@@ -92,7 +92,7 @@ pub fn warm_thread() {
     let _g = sys::InPager::enter();
     let page = [0x5au8; region::PAGE];
     let mut out = [0u8; region::PAGE];
-    let slot = match p.swap.alloc_slot() {
+    let slot = match p.swap().alloc_slot() {
         Ok(s) => s,
         Err(_) => return,
     };
@@ -100,5 +100,5 @@ pub fn warm_thread() {
     p.warmups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let _ = p.zswap.load(slot, &mut out, true);
     p.zswap.invalidate(slot);
-    let _ = p.swap.free_slot(slot);
+    let _ = p.swap().free_slot(slot);
 }

@@ -37,6 +37,9 @@ use crate::shared::Segment;
 use crate::sys::{self, InPager};
 use crate::uffd::{Uffd, UffdError};
 
+/// Swap areas: the first process's, then one per fork generation.
+const MAX_AREAS: usize = 32;
+
 /// Pages moved out per `UFFDIO_MOVE` batch.
 pub const SCRATCH_PAGES: usize = 64;
 /// Zero-fill fault-around: pages filled per first-touch fault (when the following pages were
@@ -152,7 +155,10 @@ pub struct Pager {
     span_lo: AtomicUsize,
     span_hi: AtomicUsize,
     pub zswap: Zswap,
-    pub swap: Arc<SwapFile>,
+    /// Swap areas by number; `cur_area` is the one this process writes (a fork child gets
+    /// its own: the file is shared with the parent, its slot map is not).
+    areas: Box<[std::sync::OnceLock<Arc<SwapFile>>]>,
+    cur_area: AtomicU32,
     pub seg: &'static Segment,
     pub cfg: Config,
     reclaim: Mutex<Reclaim>,
@@ -207,7 +213,13 @@ impl Pager {
             span_lo: AtomicUsize::new(usize::MAX),
             span_hi: AtomicUsize::new(0),
             zswap,
-            swap,
+            areas: {
+                let a: Box<[std::sync::OnceLock<Arc<SwapFile>>]> =
+                    (0..MAX_AREAS).map(|_| std::sync::OnceLock::new()).collect();
+                let _ = a[0].set(swap);
+                a
+            },
+            cur_area: AtomicU32::new(0),
             seg,
             cfg,
             reclaim: Mutex::new(Reclaim { hand: 0, scratch }),
@@ -412,13 +424,23 @@ impl Pager {
         self.seg.resident_pages.fetch_sub(n - inh, Relaxed);
     }
 
-    fn forget_slot(&self, off: u64) {
-        let slot = SwapSlot {
-            area: 0,
-            offset: off,
-        };
+    /// The swap file new evictions of this process go to.
+    pub fn swap(&self) -> &Arc<SwapFile> {
+        self.areas[self.cur_area.load(Relaxed) as usize]
+            .get()
+            .expect("the current area exists")
+    }
+
+    fn free_slot(&self, slot: SwapSlot) {
+        if let Some(f) = self.areas.get(slot.area as usize).and_then(|a| a.get()) {
+            let _ = f.free_slot(slot);
+        }
+    }
+
+    fn forget_slot(&self, (area, off): (u32, u64)) {
+        let slot = SwapSlot { area, offset: off };
         self.zswap.invalidate(slot);
-        let _ = self.swap.free_slot(slot);
+        self.free_slot(slot);
     }
 
     // ------------------------------------------------------------------ the fault path
@@ -553,11 +575,8 @@ impl Pager {
     }
 
     fn fill_evicted(&self, r: &Region, i: usize, s: u64, pin_bits: u64) -> bool {
-        let off = region::slot_of(s);
-        let slot = SwapSlot {
-            area: 0,
-            offset: off,
-        };
+        let (area, off) = region::slot_of(s);
+        let slot = SwapSlot { area, offset: off };
         let mut buf = [0u8; PAGE];
         let outcome = self.zswap.load(slot, &mut buf, true);
         match outcome {
@@ -589,13 +608,13 @@ impl Pager {
             Ok(()) | Err(UffdError::Exists) => {}
             Err(_) => {
                 // The range went away under us (unmapped by a raw system call): keep nothing.
-                self.forget_slot(off);
+                self.forget_slot((area, off));
                 r.state(i).store(ABSENT, Release);
                 return false;
             }
         }
         self.zswap.invalidate(slot);
-        let _ = self.swap.free_slot(slot);
+        self.free_slot(slot);
         r.state(i).store(RESIDENT | REF | pin_bits, Release);
         r.note_filled(i);
         self.resident.fetch_add(1, Relaxed);
@@ -855,15 +874,7 @@ impl Pager {
                 unsafe { std::slice::from_raw_parts((scratch + k * PAGE) as *const u8, PAGE) };
             let w = r.state(run.first + k);
             let keep = w.load(Relaxed) & INHERITED;
-            let stored = self.swap.alloc_slot().ok().and_then(|slot| {
-                match self.zswap.swap_out(slot, page, CgroupId::ROOT) {
-                    Ok(_) => Some(slot),
-                    Err(_) => {
-                        let _ = self.swap.free_slot(slot);
-                        None
-                    }
-                }
-            });
+            let stored = self.store_page(page);
             match stored {
                 Some(slot) => {
                     if let Some(rec) = &self.rec {
@@ -871,7 +882,7 @@ impl Pager {
                         rec.evict((r.addr(run.first + k) / PAGE) as u64, page, idx);
                     }
                     let epoch = self.evictions.fetch_add(1, Relaxed);
-                    w.store(region::evicted(slot.offset, epoch), Release);
+                    w.store(region::evicted(slot.area, slot.offset, epoch), Release);
                     out += 1;
                     inh += (keep != 0) as i64;
                 }
@@ -888,6 +899,19 @@ impl Pager {
         self.uncharge(out as i64, inh);
         self.seg.evictions.fetch_add(out as u64, Relaxed);
         out + shared_out
+    }
+
+    /// Stores one page under a new slot of this process's swap area (pool, or the file).
+    fn store_page(&self, page: &[u8]) -> Option<SwapSlot> {
+        let swap = self.swap();
+        let slot = swap.alloc_slot().ok()?;
+        match self.zswap.swap_out(slot, page, CgroupId::ROOT) {
+            Ok(_) => Some(slot),
+            Err(_) => {
+                let _ = swap.free_slot(slot);
+                None
+            }
+        }
     }
 
     /// Eviction of pages `UFFDIO_MOVE` refused (shared with a fork parent or child, which
@@ -913,15 +937,7 @@ impl Pager {
             // no one changes it while it is read (a program write faults and waits), and no
             // unmap can run (it needs the regions write lock, which our read lock excludes).
             let page = unsafe { std::slice::from_raw_parts(r.addr(first + k) as *const u8, PAGE) };
-            let stored = self.swap.alloc_slot().ok().and_then(|slot| {
-                match self.zswap.swap_out(slot, page, CgroupId::ROOT) {
-                    Ok(_) => Some(slot),
-                    Err(_) => {
-                        let _ = self.swap.free_slot(slot);
-                        None
-                    }
-                }
-            });
+            let stored = self.store_page(page);
             match stored {
                 Some(slot) => {
                     if let Some(rec) = &self.rec {
@@ -933,7 +949,7 @@ impl Pager {
                     let _ =
                         unsafe { sys::raw_madvise(r.addr(first + k), PAGE, libc::MADV_DONTNEED) };
                     let epoch = self.evictions.fetch_add(1, Relaxed);
-                    w.store(region::evicted(slot.offset, epoch), Release);
+                    w.store(region::evicted(slot.area, slot.offset, epoch), Release);
                     out += 1;
                     inh += (keep != 0) as i64;
                 }
@@ -1037,6 +1053,7 @@ impl Pager {
             unsafe { self.uffd().register_missing(r.start, r.pages * PAGE) }
                 .map_err(|e| format!("re-registering {:#x}: errno {e}", r.start))?;
         }
+        self.take_own_swap_area(&map)?;
         self.pid.store(sys::getpid(), Relaxed);
         self.pool_published.store(0, Relaxed);
         self.retired.store(false, Relaxed);
@@ -1056,6 +1073,60 @@ impl Pager {
         self.inherited.store(inh, Relaxed);
         self.seg.processes.fetch_add(1, Relaxed);
         self.publish_pool();
+        Ok(())
+    }
+}
+
+impl Pager {
+    /// Fork child: the swap file is shared with the parent (one open file), but the slot map
+    /// and index are the child's own copies, so the two would hand out the same blocks. The
+    /// child moves to a swap area of its own: every page it has evicted is read (from its copy
+    /// of the pool, or from the parent's file, which it never writes or punches) and stored
+    /// again under a slot of the new area. The cost is one load and store per evicted page at
+    /// fork; `vfork`/`posix_spawn` (Python's subprocess) don't fork the pager at all.
+    fn take_own_swap_area(&self, map: &BTreeMap<usize, Arc<Region>>) -> Result<(), String> {
+        let new = self.cur_area.load(Relaxed) + 1;
+        if new as usize >= MAX_AREAS {
+            return Err(format!("more than {} nested forks", MAX_AREAS - 1));
+        }
+        let file = Arc::new(
+            SwapFile::create_temp(&self.cfg.swap_dir, new, self.cfg.swap_slots)
+                .map_err(|e| format!("swap file: {e}"))?,
+        );
+        self.zswap
+            .add_swap_file(file.clone())
+            .map_err(|e| format!("cache: {e}"))?;
+        let _ = self.areas[new as usize].set(file);
+        self.cur_area.store(new, Relaxed);
+        let mut buf = [0u8; PAGE];
+        for r in map.values() {
+            for i in 0..r.hwm.load(Relaxed).min(r.pages) {
+                let w = r.state(i);
+                let s = w.load(Relaxed);
+                if region::kind(s) != EVICTED {
+                    continue;
+                }
+                let (area, off) = region::slot_of(s);
+                let old = SwapSlot { area, offset: off };
+                // In the pool (or a zero page): the child's own copy, dropped as it is read.
+                // On disk: the parent's block, read and left alone.
+                let in_memory = !matches!(
+                    self.zswap.slot_state(old),
+                    Some(uzswap_zswap::SlotState::Empty) | None
+                );
+                match self.zswap.load(old, &mut buf, in_memory) {
+                    Ok(LoadOutcome::Hit) | Ok(LoadOutcome::FromSwapFile) => {}
+                    _ => return Err(format!("page {:#x} could not be read", r.addr(i))),
+                }
+                let slot = self
+                    .store_page(&buf)
+                    .ok_or_else(|| format!("page {:#x} could not be stored", r.addr(i)))?;
+                w.store(
+                    region::evicted(slot.area, slot.offset, u64::from(region::epoch_of(s))),
+                    Release,
+                );
+            }
+        }
         Ok(())
     }
 }

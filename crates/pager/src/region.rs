@@ -43,17 +43,21 @@ const EPOCH_SHIFT: u32 = 48;
 pub fn kind(s: u64) -> u64 {
     s & KIND
 }
+/// The evicted page's swap slot: (area, offset); the slot field holds the area in its top 5
+/// bits (a fork child writes to a swap area of its own) and the offset in the low 27.
 #[inline]
-pub fn slot_of(s: u64) -> u64 {
-    (s >> SLOT_SHIFT) & SLOT_MASK
+pub fn slot_of(s: u64) -> (u32, u64) {
+    let f = (s >> SLOT_SHIFT) & SLOT_MASK;
+    ((f >> 27) as u32, f & ((1 << 27) - 1))
 }
 #[inline]
 pub fn epoch_of(s: u64) -> u16 {
     (s >> EPOCH_SHIFT) as u16
 }
 #[inline]
-pub fn evicted(slot: u64, epoch: u64) -> u64 {
-    EVICTED | ((slot & SLOT_MASK) << SLOT_SHIFT) | ((epoch & 0xffff) << EPOCH_SHIFT)
+pub fn evicted(area: u32, off: u64, epoch: u64) -> u64 {
+    let f = (u64::from(area) << 27) | (off & ((1 << 27) - 1));
+    EVICTED | ((f & SLOT_MASK) << SLOT_SHIFT) | ((epoch & 0xffff) << EPOCH_SHIFT)
 }
 #[inline]
 pub fn pins(s: u64) -> u64 {

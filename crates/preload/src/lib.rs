@@ -696,12 +696,6 @@ macro_rules! io_wrap {
     };
 }
 
-io_wrap!(read(fd: c_int, b: *mut c_void, n: usize) -> isize; |p| { p.add(b, n) });
-io_wrap!(write(fd: c_int, b: *const c_void, n: usize) -> isize; |p| { p.add(b, n) });
-io_wrap!(pread(fd: c_int, b: *mut c_void, n: usize, o: i64) -> isize; |p| { p.add(b, n) });
-io_wrap!(pread64(fd: c_int, b: *mut c_void, n: usize, o: i64) -> isize; |p| { p.add(b, n) });
-io_wrap!(pwrite(fd: c_int, b: *const c_void, n: usize, o: i64) -> isize; |p| { p.add(b, n) });
-io_wrap!(pwrite64(fd: c_int, b: *const c_void, n: usize, o: i64) -> isize; |p| { p.add(b, n) });
 io_wrap!(readv(fd: c_int, v: *const libc::iovec, c: c_int) -> isize; |p| { p.add_iov(v, c) });
 io_wrap!(writev(fd: c_int, v: *const libc::iovec, c: c_int) -> isize; |p| { p.add_iov(v, c) });
 io_wrap!(preadv(fd: c_int, v: *const libc::iovec, c: c_int, o: i64) -> isize; |p| { p.add_iov(v, c) });
@@ -721,8 +715,124 @@ io_wrap!(poll(f: *mut libc::pollfd, n: libc::nfds_t, t: c_int) -> c_int;
 io_wrap!(epoll_wait(e: c_int, ev: *mut libc::epoll_event, n: c_int, t: c_int) -> c_int;
     |p| { p.add(ev.cast(), n.max(0) as usize * std::mem::size_of::<libc::epoll_event>()) });
 io_wrap!(getrandom(b: *mut c_void, n: usize, fl: u32) -> isize; |p| { p.add(b, n) });
-io_wrap!(fread(b: *mut c_void, s: usize, n: usize, f: *mut libc::FILE) -> usize; |p| { p.add(b, s.saturating_mul(n)) });
-io_wrap!(fwrite(b: *const c_void, s: usize, n: usize, f: *mut libc::FILE) -> usize; |p| { p.add(b, s.saturating_mul(n)) });
+
+/// Buffers above this size are read and written in pieces of it (regular files only, where a
+/// loop of calls returns what one call would): a pinned buffer is resident for the whole call,
+/// and a 1 GiB `read` must not pin 1 GiB over the budget.
+const CHUNK: usize = 1 << 20;
+
+fn is_regular(fd: c_int) -> bool {
+    // SAFETY: fstat fills the struct or fails.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG
+    }
+}
+
+/// Runs `op(offset, len)` over `[0, n)` in pinned pieces of `CHUNK` bytes until it returns
+/// short, 0 or an error (then: the bytes done so far, or the error if none).
+fn chunked(buf: *const c_void, n: usize, mut op: impl FnMut(usize, usize) -> isize) -> isize {
+    let mut done = 0usize;
+    while done < n {
+        let len = CHUNK.min(n - done);
+        let mut pins = Pinned::none();
+        pins.add((buf as usize + done) as *const c_void, len);
+        let r = op(done, len);
+        drop(pins);
+        if r < 0 {
+            return if done > 0 { done as isize } else { r };
+        }
+        done += r as usize;
+        if (r as usize) < len {
+            break;
+        }
+    }
+    done as isize
+}
+
+macro_rules! rw_wrap {
+    ($name:ident, $ptr:ty, $($off:ident)?) => {
+        /// Pins its buffer for the call, in 1 MiB pieces for regular files.
+        ///
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, b: $ptr, n: usize $(, $off: i64)?) -> isize {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) });
+            let f: unsafe extern "C" fn(c_int, $ptr, usize $(, rw_wrap!(@t $off))?) -> isize =
+                // SAFETY: libc's function of this name and signature.
+                unsafe { std::mem::transmute(S.get()) };
+            let managed = uzswap_pager::pager()
+                .is_some_and(|p| !sys::in_pager() && p.maybe_managed(b as usize, n));
+            if n > CHUNK && managed && is_regular(fd) {
+                return chunked(b as *const c_void, n, |o, l| {
+                    // SAFETY: a piece of the caller's buffer (and offset).
+                    unsafe { f(fd, (b as usize + o) as $ptr, l $(, $off + o as i64)?) }
+                });
+            }
+            let mut pins = Pinned::none();
+            pins.add(b as *const c_void, n);
+            // SAFETY: forwarded.
+            unsafe { f(fd, b, n $(, $off)?) }
+        }
+    };
+    (@t $off:ident) => { i64 };
+}
+
+rw_wrap!(read, *mut c_void,);
+rw_wrap!(write, *const c_void,);
+rw_wrap!(pread, *mut c_void, off);
+rw_wrap!(pread64, *mut c_void, off);
+rw_wrap!(pwrite, *const c_void, off);
+rw_wrap!(pwrite64, *const c_void, off);
+
+macro_rules! stdio_wrap {
+    ($name:ident, $ptr:ty) => {
+        /// Pins its buffer for the call, in 1 MiB pieces (stdio loops over them exactly as
+        /// one call would).
+        ///
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            b: $ptr,
+            size: usize,
+            nmemb: usize,
+            fp: *mut libc::FILE,
+        ) -> usize {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe {
+                    std::ffi::CStr::from_bytes_with_nul_unchecked(
+                        concat!(stringify!($name), "\0").as_bytes(),
+                    )
+                },
+            );
+            let f: unsafe extern "C" fn($ptr, usize, usize, *mut libc::FILE) -> usize =
+                // SAFETY: libc's function of this name and signature.
+                unsafe { std::mem::transmute(S.get()) };
+            let total = size.saturating_mul(nmemb);
+            let managed = uzswap_pager::pager()
+                .is_some_and(|p| !sys::in_pager() && p.maybe_managed(b as usize, total));
+            if total > CHUNK && managed && size > 0 {
+                let r = chunked(b as *const c_void, total, |o, l| {
+                    // SAFETY: a piece of the caller's buffer, as bytes.
+                    unsafe { f((b as usize + o) as $ptr, 1, l, fp) as isize }
+                });
+                return r.max(0) as usize / size;
+            }
+            let mut pins = Pinned::none();
+            pins.add(b as *const c_void, total);
+            // SAFETY: forwarded.
+            unsafe { f(b, size, nmemb, fp) }
+        }
+    };
+}
+
+stdio_wrap!(fread, *mut c_void);
+stdio_wrap!(fwrite, *const c_void);
 
 // ---------------------------------------------------------------- exec, spawn, exit
 
