@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, A
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
-use uzswap_swapfile::SwapFile;
+use uzswap_zswap::SwapFile;
 use uzswap_zswap::{CgroupId, LoadOutcome, Params, SwapSlot, Zswap};
 
 use crate::region::{self, Region, ABSENT, BUSY, EVICTED, INHERITED, PAGE, PIN_ONE, REF, RESIDENT};
