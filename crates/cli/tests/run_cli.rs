@@ -442,3 +442,41 @@ fn record_trace_writes_a_replayable_trace() {
     pages.push(".pages");
     assert!(std::fs::metadata(&pages).unwrap().len() > 4096);
 }
+
+fn find_tool(names: &[&str]) -> Option<String> {
+    let path = std::env::var_os("PATH")?;
+    for n in names {
+        for d in std::env::split_paths(&path) {
+            let c = d.join(n);
+            // pyenv-style shims are scripts that run many processes; prefer real binaries.
+            if c.is_file() && !c.to_string_lossy().contains("shims") {
+                return Some(c.to_string_lossy().into_owned());
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn real_applications_sqlite_through_python_and_node() {
+    if !uffd_ok() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    match find_tool(&["python3"]) {
+        Some(py) => {
+            let script = dir.join("run_sqlite.py");
+            let r = same_output("16M", &[&py, script.to_str().unwrap()]);
+            assert!(r["pager"]["evictions"].as_u64().unwrap() > 100, "{r}");
+        }
+        None => println!("SKIPPED: no python3"),
+    }
+    match find_tool(&["node", "nodejs"]) {
+        Some(node) => {
+            let script = dir.join("run_node.js");
+            let r = same_output("32M", &[&node, script.to_str().unwrap()]);
+            assert!(r["faults"]["count"].as_u64().unwrap() > 100, "{r}");
+        }
+        None => println!("SKIPPED: no node"),
+    }
+}

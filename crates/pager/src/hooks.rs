@@ -151,7 +151,8 @@ pub unsafe fn mmap(addr: usize, len: usize, prot: i32, flags: i32, fd: i32, off:
         _ => return to_ret(unsafe { sys::raw_mmap(addr, len, prot, flags, fd, off) }),
     };
     let _b = SigBlock::new();
-    let guard = if flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE) != 0 {
+    // MAP_FIXED replaces what was there; MAP_FIXED_NOREPLACE fails instead (nothing to drop).
+    let guard = if flags & libc::MAP_FIXED != 0 && flags & libc::MAP_FIXED_NOREPLACE == 0 {
         p.drop_range(addr, len, true)
     } else {
         None

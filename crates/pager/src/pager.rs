@@ -540,9 +540,20 @@ impl Pager {
         {
             n += 1;
         }
-        let res = self
+        let mut res = self
             .uffd()
             .copy(r.addr(i), self.zero_src as *const u8, n * PAGE);
+        if matches!(res, Err(UffdError::Os(_))) && n > 1 {
+            // The window crossed into another VMA (mprotect splits a region into several, and
+            // one UFFDIO_COPY must stay within one): give the neighbours back, fill one page.
+            for k in 1..n {
+                r.state(i + k).store(ABSENT, Release);
+            }
+            n = 1;
+            res = self
+                .uffd()
+                .copy(r.addr(i), self.zero_src as *const u8, PAGE);
+        }
         let ok = match res {
             Ok(()) => true,
             Err(UffdError::Exists) => {
