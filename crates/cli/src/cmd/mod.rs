@@ -6,3 +6,5 @@ pub mod classes;
 pub mod estimate;
 pub mod kernel_stats;
 pub mod replay;
+pub mod run;
+pub mod run_trace;
