@@ -7,7 +7,7 @@
 //! | `build` | `build` (limit M) | compile-like: long-lived cold state (M/4), a warm working set (0.35 M, Zipf-skewed, touched throughout), and 32 short-lived jobs, 4 at a time, each writing a private region (M/20..M/4), computing on it with 80 % reads, then exiting (the region is freed) |
 //! | `zipf` | `zipf` (limit M) | hot/cold skew: 2 M pages written, then 8 M Zipf(1.0) accesses over them (20 % writes), hot pages scattered over the range |
 //! | `scan` | `scan` (limit M) | sequential streaming: 2 M pages written in order, then 2 more passes reading them (10 % rewritten) |
-//! | `active-vs-background` | `background`, `active` (limit M each) | a background cgroup writes enough cold pages to fill the compressed pool past its limit and goes idle, then an active cgroup works on 1.5 M pages with Zipf(0.8) accesses (10 % writes) |
+//! | `active-vs-background` | `background`, `active` (limit M each; the background's plus the pool limit in cgroup v2) | a background cgroup writes enough cold pages to fill the compressed pool past its limit and goes idle, then an active cgroup works on 1.5 M pages with Zipf(0.8) accesses (10 % writes) |
 //!
 //! `--scale` multiplies the accesses (and `build`'s job count); `--seed` changes every
 //! random choice. Page contents are corpus page indices chosen by a hash of (seed, cgroup,
@@ -44,6 +44,10 @@ pub struct WorkloadParams {
     pub pool_limit_pages: u64,
     /// Expected compression ratio (uncompressed / compressed) of the page source.
     pub ratio: f64,
+    /// The compressed pool counts against memory.max (cgroup v2): `active-vs-background`'s
+    /// background cgroup then gets room for its share of the pool on top of its limit, or it
+    /// could never fill the pool.
+    pub pool_charged: bool,
 }
 
 /// A cgroup a workload creates: its name and how many pages its address space spans.
@@ -88,9 +92,14 @@ impl Builtin {
                 parent: 0,
                 name: c.name.clone(),
             });
+            let extra = if p.pool_charged && c.name == "background" {
+                p.pool_limit_pages
+            } else {
+                0
+            };
             q.push_back(Event::MemoryMax {
                 cg: i as u32 + 1,
-                bytes: Some(m * 4096),
+                bytes: Some((m + extra) * 4096),
             });
         }
         Some(Builtin {
@@ -720,6 +729,7 @@ mod tests {
             seed: 7,
             pool_limit_pages: 512,
             ratio: 3.0,
+            pool_charged: false,
         }
     }
 

@@ -44,6 +44,7 @@ fn replay_builtin(name: &str, m_pages: u64, o: ReplayOptions, seed: u64) -> (Rep
         seed,
         pool_limit_pages: o.params.max_pool_pages(),
         ratio: uzswap_replay::estimate_ratio(&c, o.params.compressor),
+        pool_charged: o.accounting == Accounting::V2,
     };
     let b = Builtin::new(name, &wp).unwrap();
     let mut r = Replay::new(o, c).unwrap();

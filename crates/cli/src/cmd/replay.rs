@@ -309,6 +309,7 @@ fn plan(
                 seed: args.seed,
                 pool_limit_pages: params.max_pool_pages(),
                 ratio: uzswap_replay::estimate_ratio(corpus, params.compressor),
+                pool_charged: accounting == Accounting::V2,
             };
             let b = Builtin::new(w, &wp).expect("known workload");
             (w.clone(), b.layout().to_vec(), Some(wp))
