@@ -99,7 +99,7 @@ impl Pool {
         Ok((class, entry))
     }
 
-    fn acquire_read(entry: &Entry, gen: u64) -> Result<(), Error> {
+    pub(crate) fn acquire_read(entry: &Entry, gen: u64) -> Result<(), Error> {
         let mut spins = 0;
         loop {
             let s = entry.state.load(Ordering::Relaxed);
@@ -124,13 +124,22 @@ impl Pool {
     }
 
     pub(crate) fn release_read(&self, class: &SizeClass, entry: &Entry, slot: u32) {
-        let prev = entry.state.fetch_sub(1, Ordering::AcqRel);
-        if prev & FREE_PENDING != 0 && prev & READERS_MASK == 1 {
-            // The last reader of an object freed meanwhile completes the free.
-            let gen = next_gen(state_gen(prev));
-            entry.state.store(free_state(gen), Ordering::Release);
+        if let Some(gen) = Self::release_read_word(entry) {
             self.release_slot(class, entry, slot, gen);
         }
+    }
+
+    /// The state-word half of `release_read`: drops this reader; the last reader of an object
+    /// freed meanwhile completes the free and gets the next generation, to release the slot.
+    #[inline]
+    pub(crate) fn release_read_word(entry: &Entry) -> Option<u64> {
+        let prev = entry.state.fetch_sub(1, Ordering::AcqRel);
+        if prev & FREE_PENDING != 0 && prev & READERS_MASK == 1 {
+            let gen = next_gen(state_gen(prev));
+            entry.state.store(free_state(gen), Ordering::Release);
+            return Some(gen);
+        }
+        None
     }
 
     /// Read access without a copy: zspages are virtually contiguous, so even objects that

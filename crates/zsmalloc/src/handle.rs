@@ -26,7 +26,8 @@
 //! long as the two pools' generations differ (pools start at well-spread generations).
 
 use std::num::NonZeroU64;
-use std::sync::atomic::AtomicU64;
+
+use crate::sync::AtomicU64;
 use std::sync::OnceLock;
 
 /// An opaque, stable reference to an allocated object. Compaction moves objects without

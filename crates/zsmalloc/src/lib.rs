@@ -69,6 +69,7 @@ mod fullness;
 mod handle;
 mod pool;
 mod stats;
+mod sync;
 mod zspage;
 
 pub use access::ObjRef;
@@ -120,3 +121,6 @@ pub enum Error {
     #[error("cannot reserve the pool's address space (errno {0})")]
     ArenaInit(i32),
 }
+
+#[cfg(all(test, loom))]
+mod loom_models;

@@ -31,14 +31,7 @@ const DEFAULT_RESERVE_FRAMES: usize = 1 << 11;
 const MIN_RESERVE_FRAMES: usize = 1 << 14;
 #[cfg(miri)]
 const MIN_RESERVE_FRAMES: usize = 1 << 8;
-pub(crate) fn backoff(spins: &mut u32) {
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
-    }
-    *spins = spins.saturating_add(1);
-}
+pub(crate) use crate::sync::backoff;
 
 /// One unique size class. Cache-line aligned (128 bytes: adjacent-line prefetch) so that
 /// threads working in neighbouring classes do not share lines.
@@ -294,7 +287,17 @@ impl Pool {
     /// when the last guard drops; the handle is invalid from now on either way.
     pub fn free(&self, h: Handle) -> Result<(), Error> {
         let (class, entry) = self.resolve(h)?;
-        let gen = h.generation();
+        if let Some(next) = Self::free_state_word(entry, h.generation())? {
+            self.release_slot(class, entry, h.slot(), next);
+        }
+        Ok(())
+    }
+
+    /// The state-word half of `free`: marks the object freed (its generation advanced) and
+    /// returns the next generation, for the caller to release the slot; or, with readers
+    /// present, marks it `FREE_PENDING` and returns `None` (the last reader releases it).
+    #[inline]
+    pub(crate) fn free_state_word(entry: &Entry, gen: u64) -> Result<Option<u64>, Error> {
         let mut spins = 0;
         loop {
             let s = entry.state.load(Ordering::Relaxed);
@@ -311,7 +314,7 @@ impl Pool {
                     .compare_exchange_weak(s, s | FREE_PENDING, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
-                    return Ok(());
+                    return Ok(None);
                 }
                 continue;
             }
@@ -325,11 +328,9 @@ impl Pool {
                 )
                 .is_ok()
             {
-                break;
+                return Ok(Some(next_gen(gen)));
             }
         }
-        self.release_slot(class, entry, h.slot(), next_gen(gen));
-        Ok(())
     }
 
     /// Returns a dead entry's slot to its zspage and the entry to the class's handle list;
