@@ -32,6 +32,7 @@ mod fault;
 mod memstore;
 mod stats;
 mod swapfile;
+mod sync;
 
 pub use alloc::CLUSTER_SLOTS;
 pub use error::{Error, HeaderError, Op, Result};

@@ -62,7 +62,10 @@ fn read_against_free() {
             "free and the next generation"
         );
         assert_eq!(Pool::acquire_read(&entry, GEN), Err(Error::InvalidHandle));
-        assert_eq!(Pool::free_state_word(&entry, GEN), Err(Error::InvalidHandle));
+        assert_eq!(
+            Pool::free_state_word(&entry, GEN),
+            Err(Error::InvalidHandle)
+        );
     });
 }
 

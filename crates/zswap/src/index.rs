@@ -22,7 +22,8 @@
 //! of the value, so any new value (entry, zero page, empty) replaces it with the block.
 
 use crossbeam_utils::CachePadded;
-use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::sync::{Condvar, Mutex, MutexGuard};
 
 pub(crate) const SHARD_SHIFT: u32 = 12;
 pub(crate) const SHARD_SLOTS: usize = 1 << SHARD_SHIFT;

@@ -86,6 +86,7 @@ mod pressure;
 mod shrink;
 mod stats;
 mod store;
+mod sync;
 #[cfg(test)]
 mod testutil;
 mod worker;
@@ -109,3 +110,6 @@ pub use uzswap_types::PAGE_SIZE;
 
 /// Swap areas a cache can hold (the kernel's MAX_SWAPFILES is about 32).
 pub const MAX_AREAS: usize = 32;
+
+#[cfg(all(test, loom))]
+mod loom_models;

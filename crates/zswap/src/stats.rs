@@ -12,17 +12,20 @@
 //! locked add costs about 20 cycles even on an uncontended line, and a store or load touches
 //! several counters.
 
+#[cfg(not(loom))]
 use std::cell::Cell;
-use std::sync::atomic::{
-    AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
-};
+use std::sync::atomic::{Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+#[cfg(not(loom))]
 use std::sync::OnceLock;
 
 use crossbeam_utils::CachePadded;
 use serde::Serialize;
 
+use crate::sync::{AtomicBool, AtomicU64};
+
 /// Number of stripes: a power of two, about four times the CPU count (at least 8), so each
 /// thread of a typical process gets a stripe of its own.
+#[cfg(not(loom))]
 pub(crate) fn nr_stripes() -> usize {
     static N: OnceLock<usize> = OnceLock::new();
     *N.get_or_init(|| {
@@ -31,45 +34,60 @@ pub(crate) fn nr_stripes() -> usize {
     })
 }
 
+/// Two stripes in the loom models: the shared one and one to own.
+#[cfg(loom)]
+pub(crate) fn nr_stripes() -> usize {
+    2
+}
+
 const MAX_STRIPES: usize = 64;
 /// The stripe of threads that own none (updated atomically).
 const SHARED_STRIPE: usize = 0;
 
 /// Stripes owned by a live thread.
+#[cfg(not(loom))]
 static OWNED: [AtomicBool; MAX_STRIPES] = [const { AtomicBool::new(false) }; MAX_STRIPES];
 
 /// Gives this thread's owned stripe back when the thread exits. Holds nothing itself: the
 /// stripe lives in `STRIPE`, a key without a destructor, so reading it is one thread-local
 /// load (a key with a destructor is checked for registration on every access), and every load
 /// and store updates four or five counters.
+#[cfg(not(loom))]
 struct StripeGuard;
 
+#[cfg(not(loom))]
 const UNSET: usize = usize::MAX;
 
-impl StripeGuard {
-    fn claim() -> usize {
-        // Acquire: the previous owner's plain updates of the row happen before ours.
-        (1..nr_stripes())
-            .find(|&i| {
-                !OWNED[i].load(Relaxed)
-                    && OWNED[i]
-                        .compare_exchange(false, true, Acquire, Relaxed)
-                        .is_ok()
-            })
-            .unwrap_or(SHARED_STRIPE)
-    }
+/// Claims a free stripe among `1..n` of `owned` for this thread, or the shared one.
+pub(crate) fn claim_stripe_in(owned: &[AtomicBool], n: usize) -> usize {
+    // Acquire: the previous owner's plain updates of the row happen before ours.
+    (1..n)
+        .find(|&i| {
+            !owned[i].load(Relaxed)
+                && owned[i]
+                    .compare_exchange(false, true, Acquire, Relaxed)
+                    .is_ok()
+        })
+        .unwrap_or(SHARED_STRIPE)
 }
 
+/// Gives an owned stripe back (its row's plain updates happen before the next owner's).
+pub(crate) fn release_stripe_in(owned: &[AtomicBool], i: usize) {
+    owned[i].store(false, Release);
+}
+
+#[cfg(not(loom))]
 impl Drop for StripeGuard {
     fn drop(&mut self) {
         // Later updates from this thread's teardown go to the shared stripe.
         let i = STRIPE.with(|s| s.replace(SHARED_STRIPE));
         if i != UNSET && i != SHARED_STRIPE {
-            OWNED[i].store(false, Release);
+            release_stripe_in(&OWNED, i);
         }
     }
 }
 
+#[cfg(not(loom))]
 thread_local! {
     /// This thread's stripe, `UNSET` until its first counter update.
     static STRIPE: Cell<usize> = const { Cell::new(UNSET) };
@@ -77,6 +95,7 @@ thread_local! {
 }
 
 /// This thread's stripe (claimed the first time a thread touches a counter).
+#[cfg(not(loom))]
 #[inline]
 pub(crate) fn stripe_index() -> usize {
     let v = STRIPE.with(Cell::get);
@@ -87,6 +106,13 @@ pub(crate) fn stripe_index() -> usize {
     }
 }
 
+/// Under loom every thread uses the shared stripe; the models claim stripes explicitly.
+#[cfg(loom)]
+pub(crate) fn stripe_index() -> usize {
+    SHARED_STRIPE
+}
+
+#[cfg(not(loom))]
 #[cold]
 #[inline(never)]
 fn claim_stripe() -> usize {
@@ -94,7 +120,7 @@ fn claim_stripe() -> usize {
     if GUARD.try_with(|_| ()).is_err() {
         return SHARED_STRIPE;
     }
-    let v = StripeGuard::claim();
+    let v = claim_stripe_in(&OWNED, nr_stripes());
     STRIPE.with(|s| s.set(v));
     v
 }
@@ -114,7 +140,12 @@ impl<const N: usize> Striped<N> {
 
     #[inline(always)]
     pub(crate) fn add(&self, i: usize, v: u64) {
-        let s = stripe_index();
+        self.add_on(stripe_index(), i, v);
+    }
+
+    /// `add` on stripe `s` (the loom models choose the stripe).
+    #[inline(always)]
+    pub(crate) fn add_on(&self, s: usize, i: usize, v: u64) {
         let c = &self.rows[s][i];
         if s == SHARED_STRIPE {
             c.fetch_add(v, Relaxed);
