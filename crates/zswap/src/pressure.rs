@@ -135,6 +135,7 @@ mod tests {
     use crate::{Error, PressureConfig};
 
     #[test]
+    #[cfg_attr(miri, ignore = "PSI files and poll(2) are not available under Miri")]
     fn pressure_monitor_arms_a_psi_trigger() {
         let z = cache();
         let bad = PressureConfig {
