@@ -46,8 +46,9 @@ mod zstd_codec;
 #[cfg(feature = "kernel-lzo")]
 pub use uzswap_lzo as lzo;
 
-/// Bytes in one page: the unit everything above this crate compresses.
-pub const PAGE_SIZE: usize = 4096;
+/// Bytes in one page: the unit everything above this crate compresses (re-exported from
+/// `uzswap-types`).
+pub use uzswap_types::PAGE_SIZE;
 
 /// A destination this large always suffices to compress one 4 KiB page with any algorithm and
 /// level (the largest bound is LZO's worst case, 4096 + 4096/16 + 64 + 3 = 4419; zram uses

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
-use uzswap_swapfile::{DiscardPolicy, Error, SwapFile, SwapSlot, CLUSTER_SLOTS, PAGE_SIZE};
+use uzswap_backing::{DiscardPolicy, Error, SwapFile, SwapSlot, CLUSTER_SLOTS, PAGE_SIZE};
 
 /// A private directory, removed on drop.
 struct TempDir(PathBuf);
@@ -90,11 +90,11 @@ fn round_trip_and_misuse() {
     );
     assert!(matches!(
         sf.read_page(SwapSlot::new(4, 0), &mut buf),
-        Err(Error::InvalidSlot(..))
+        Err(Error::OutOfRange { .. })
     ));
     assert!(matches!(
         sf.read_page(SwapSlot::new(3, 100), &mut buf),
-        Err(Error::InvalidSlot(..))
+        Err(Error::OutOfRange { .. })
     ));
     assert!(matches!(
         sf.write_page(fresh, &pages[0][..100]),
@@ -133,7 +133,7 @@ fn large_sparse_area() {
     sf.write_page(s, &p[0]).unwrap();
     assert_eq!(read(&sf, s).unwrap(), p[0]);
     assert!(matches!(
-        SwapFile::create_temp(dir.path(), 0, uzswap_swapfile::MAX_SLOTS + 1),
+        SwapFile::create_temp(dir.path(), 0, uzswap_backing::MAX_SLOTS + 1),
         Err(Error::BadCapacity(_))
     ));
 }
@@ -287,10 +287,8 @@ fn corruption_on_disk_is_detected() {
     for i in [0, 1, 3] {
         assert_eq!(read(&sf, slots[i]).unwrap(), pages[i]);
     }
-    // The injector's own on-disk corruption, then a rewrite heals the slot.
-    sf.fault_injector()
-        .corrupt_block(slots[0].offset, 0)
-        .unwrap();
+    // The file's own on-disk corruption hook, then a rewrite heals the slot.
+    sf.corrupt_block(slots[0].offset, 0).unwrap();
     assert!(matches!(read(&sf, slots[0]), Err(Error::Corrupt { .. })));
     sf.write_page(slots[2], &pages[2]).unwrap();
     assert_eq!(read(&sf, slots[2]).unwrap(), pages[2]);

@@ -1,6 +1,13 @@
-//! One test per seed behaviour: hysteresis and proactive shrinking (003), the shrink worker's
-//! cgroup walk (003), second chance and the pressure shrinker (001), zero pages (002, see also
-//! basic.rs), incompressible pages (003 patch 5), pool switching and freeing (000), cgroups.
+//! One test per upstream behaviour of the pool limit, the shrinkers and the pools:
+//! - the pool limit's hysteresis, and proactive shrinking, the shrink worker's cgroup walk and
+//!   its give-up rule (series "mm: zswap: global shrinker fix and proactive shrink", v2, on
+//!   6.10-rc6);
+//! - second chance, the memory-pressure shrinker's count and scan, the protected-size estimate,
+//!   the disk swap-in credit ("zswap: shrink zswap pool based on memory pressure", 6.8);
+//! - pool switching and freeing ("mm/zswap: optimize for dynamic zswap_pools", v3, 6.9);
+//! - cgroups: zswap.max, writeback, reparenting.
+//!
+//! Zero pages and incompressible pages: see basic.rs.
 
 mod common;
 
@@ -35,7 +42,7 @@ fn fill_until_rejected(z: &uzswap_zswap::Zswap, cg: CgroupId, start: u64, max: u
 }
 
 #[test]
-fn seed003_hysteresis_accept_threshold() {
+fn pool_limit_hysteresis_rejects_until_the_accept_threshold() {
     let (z, _s) = cache(tiny(), 8192);
     let p = z.params();
     let (max, accept) = (p.max_pool_pages(), p.accept_threshold_pages());
@@ -85,7 +92,7 @@ fn seed003_hysteresis_accept_threshold() {
 }
 
 #[test]
-fn seed003_proactive_shrinking_from_threshold_plus_one_percent() {
+fn proactive_shrinking_starts_at_accept_threshold_plus_one_percent() {
     for proactive in [false, true] {
         let (z, _s) = cache(
             Params {
@@ -132,7 +139,7 @@ fn seed003_proactive_shrinking_from_threshold_plus_one_percent() {
 }
 
 #[test]
-fn seed003_worker_walk_skips_empty_offline_and_no_writeback_cgroups() {
+fn shrink_worker_walk_skips_empty_offline_and_no_writeback_cgroups() {
     let (z, _s) = cache(tiny(), 8192);
     // 20 empty cgroups, one removed cgroup, one with writeback disabled but entries, all before
     // the cgroup holding the pages: the old walk gave up after 16 such "failures".
@@ -173,7 +180,7 @@ fn seed003_worker_walk_skips_empty_offline_and_no_writeback_cgroups() {
 }
 
 #[test]
-fn seed003_worker_gives_up_after_real_failures() {
+fn shrink_worker_gives_up_after_max_reclaim_retries_real_failures() {
     let (z, swap) = cache(tiny(), 8192);
     let cg = z.create_cgroup(CgroupId::ROOT).unwrap();
     swap.fault_injector().fail_next_writes(1_000_000);
@@ -194,7 +201,7 @@ fn seed003_worker_gives_up_after_real_failures() {
 }
 
 #[test]
-fn seed001_second_chance_and_pressure_shrinker() {
+fn pressure_shrinker_gives_referenced_entries_a_second_chance() {
     let (z, _s) = cache(
         Params {
             shrinker_enabled: true,
@@ -244,7 +251,7 @@ fn seed001_second_chance_and_pressure_shrinker() {
 }
 
 #[test]
-fn seed001_count_scaled_by_compression_ratio_and_disk_swapins() {
+fn shrinker_count_scales_by_compression_ratio_minus_disk_swapins() {
     let (z, _s) = cache(
         Params {
             shrinker_enabled: true,
@@ -281,7 +288,7 @@ fn seed001_count_scaled_by_compression_ratio_and_disk_swapins() {
 }
 
 #[test]
-fn seed001_protected_size_estimate() {
+fn protected_size_estimate_keeps_the_shrinker_off_warm_entries() {
     let params = Params {
         shrinker_enabled: true,
         warm_protection: WarmProtection::ProtectedSize,
@@ -315,7 +322,7 @@ fn seed001_protected_size_estimate() {
 }
 
 #[test]
-fn seed000_pool_switching_and_freeing() {
+fn compressor_switch_makes_a_new_pool_and_frees_the_old_with_its_last_entry() {
     let (z, _s) = cache(small_params(1024), 512);
     let pages = binary_pages(150);
     for i in 0..50 {
@@ -463,7 +470,7 @@ fn removed_cgroup_entries_are_reparented() {
 }
 
 #[test]
-fn seed001_pressure_pass_over_all_cgroups() {
+fn pressure_pass_shrinks_every_cgroup_that_may_write_back() {
     let (z, _s) = cache(
         Params {
             shrinker_enabled: true,
@@ -540,7 +547,7 @@ fn cgroup_zswap_max_async_writeback() {
 /// nearest online ancestor once the owner is gone. Raw pages keep backing = stored, so a count
 /// is exactly the list length minus the credit.
 #[test]
-fn seed001_disk_swapin_credits_the_owner_cgroup() {
+fn disk_swapin_credits_the_owner_cgroup() {
     for warm in [WarmProtection::SecondChance, WarmProtection::ProtectedSize] {
         let params = Params {
             shrinker_enabled: true,

@@ -1,9 +1,9 @@
-//! uzswap-swapfile: the backing swap device under the compressed cache, a swap area kept in a
-//! real file, as the kernel's swap file is under zswap.
+// SPDX-License-Identifier: MIT
+//! [`SwapFile`]: a swap area kept in a real file, as the kernel's swap file is under zswap.
 //!
 //! What it owns: the file, which slots are allocated (lock-free per-cluster bitmaps, module
 //! `alloc`), one crc32c checksum per block, I/O error accounting and a [`FaultInjector`]. The
-//! cache above (`uzswap-zswap`) decides *what* goes to the file; this crate makes sure what
+//! cache above (`uzswap-zswap`) decides *what* goes to the file; this module makes sure what
 //! comes back is either exactly what was written or a typed error.
 //!
 //! # File layout (all integers little-endian)
@@ -39,13 +39,9 @@
 //!
 //! # Errors
 //!
-//! Every failed I/O is counted in [`SwapFileStats`] and leaves the file usable: a block whose
+//! Every failed I/O is counted in [`BackingStats`](crate::BackingStats) and leaves the file usable: a block whose
 //! write failed reads back as [`Error::NotWritten`], other blocks are unaffected. Data from a
 //! failed read is never handed out (the buffer is zeroed).
-
-mod alloc;
-mod error;
-mod fault;
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -54,13 +50,12 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
-pub use alloc::CLUSTER_SLOTS;
-pub use error::{Error, Op, Result};
-pub use fault::FaultInjector;
-use fault::{ReadFault, WriteFault};
+use crate::alloc::{self, CLUSTER_SLOTS};
+use crate::error::{Error, Op, Result};
+use crate::fault::{FaultInjector, ReadFault, WriteFault};
+use crate::stats::{BackingStats, Counters};
+use crate::{BackingStore, SwapSlot, PAGE_SIZE};
 
-/// Size of one page and of one block of the swap file.
-pub const PAGE_SIZE: usize = 4096;
 /// Largest slot count of one area (4 TiB of swap; the in-memory checksum table is 8 B per slot).
 pub const MAX_SLOTS: u64 = 1 << 30;
 
@@ -89,86 +84,6 @@ pub enum DiscardPolicy {
     Cluster,
     /// Every [`SwapFile::discard`] punches its block at once (space back immediately).
     Block,
-}
-
-/// A swap entry: which swap area, which slot in it. The cache's key (the kernel's `swp_entry_t`).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
-pub struct SwapSlot {
-    /// Swap area (the kernel's swap type).
-    pub area: u32,
-    /// Slot index inside the area (the kernel's swap offset).
-    pub offset: u64,
-}
-
-impl SwapSlot {
-    /// A slot of `area` at `offset`.
-    pub const fn new(area: u32, offset: u64) -> SwapSlot {
-        SwapSlot { area, offset }
-    }
-}
-
-/// Counters of one swap file. `writes`/`reads` count successful block I/O only.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub struct SwapFileStats {
-    /// Number of slots of the area.
-    pub capacity: u64,
-    /// Slots allocated right now.
-    pub slots_in_use: u64,
-    /// Slots holding a written block right now.
-    pub blocks_stored: u64,
-    /// Blocks written successfully (the kernel's pswpout when the cache writes back).
-    pub writes: u64,
-    /// Blocks read and verified successfully (pswpin).
-    pub reads: u64,
-    /// Failed block writes (EIO, ENOSPC, or a failed checksum-table update).
-    pub write_errors: u64,
-    /// Failed block reads (EIO, short reads); checksum mismatches are counted separately.
-    pub read_errors: u64,
-    /// Blocks whose content did not match its checksum.
-    pub checksum_errors: u64,
-    /// Of `write_errors`: those caused by a full filesystem.
-    pub no_space_errors: u64,
-    /// Of `read_errors`: reads that came back short.
-    pub short_reads: u64,
-    /// Reads of slots without a block (`Error::NotWritten`).
-    pub not_written_reads: u64,
-    /// Blocks discarded.
-    pub discards: u64,
-    /// Faults injected by the [`FaultInjector`].
-    pub faults_injected: u64,
-}
-
-/// A counter on its own cache line, so concurrent readers and writers do not false-share.
-#[repr(align(64))]
-#[derive(Default)]
-struct Counter(AtomicU64);
-
-impl Counter {
-    #[inline]
-    fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-    #[inline]
-    fn dec(&self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-    fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-#[derive(Default)]
-struct Counters {
-    writes: Counter,
-    reads: Counter,
-    write_errors: Counter,
-    read_errors: Counter,
-    checksum_errors: Counter,
-    no_space_errors: Counter,
-    short_reads: Counter,
-    not_written_reads: Counter,
-    discards: Counter,
-    blocks_stored: Counter,
 }
 
 /// One swap area backed by a real file. `Send + Sync`; share it by reference or `Arc`.
@@ -409,9 +324,6 @@ impl SwapFile {
         table_offset: u64,
         data_offset: u64,
     ) -> Result<SwapFile> {
-        let dup = file
-            .try_clone()
-            .map_err(|e| Error::from_io(Op::Create, None, e))?;
         Ok(SwapFile {
             file,
             area,
@@ -429,7 +341,7 @@ impl SwapFile {
                 .map(|_| AtomicU32::new(0))
                 .collect(),
             discard_policy: AtomicU8::new(DiscardPolicy::default() as u8),
-            injector: FaultInjector::new(dup, data_offset, capacity),
+            injector: FaultInjector::new(),
         })
     }
 
@@ -475,7 +387,11 @@ impl SwapFile {
     #[inline]
     fn check_slot(&self, slot: SwapSlot) -> Result<u64> {
         if slot.area != self.area || slot.offset >= self.capacity {
-            return Err(Error::InvalidSlot(slot, self.area, self.capacity));
+            return Err(Error::OutOfRange {
+                slot,
+                area: self.area,
+                capacity: self.capacity,
+            });
         }
         Ok(slot.offset)
     }
@@ -495,7 +411,8 @@ impl SwapFile {
         if let Err(e) = self.write_entry(off, 0) {
             // The in-memory table is authoritative while the file is open; a stale on-disk entry
             // only matters to `open`, where the block would then fail its checksum or be reused.
-            self.count_write_error(&Error::from_io(Op::Metadata, Some(slot), e));
+            self.counters
+                .count_write_error(&Error::from_io(Op::Metadata, Some(slot), e));
         }
         self.release_block(off);
         true
@@ -580,13 +497,6 @@ impl SwapFile {
             .write_all_at(&v.to_le_bytes(), self.table_offset + off * ENTRY_SIZE)
     }
 
-    fn count_write_error(&self, e: &Error) {
-        self.counters.write_errors.inc();
-        if matches!(e, Error::NoSpace { .. }) {
-            self.counters.no_space_errors.inc();
-        }
-    }
-
     /// Writes one page into an allocated slot, with its checksum. On failure the slot holds no
     /// block (reads give `NotWritten`); other slots are untouched.
     pub fn write_page(&self, slot: SwapSlot, page: &[u8]) -> Result<()> {
@@ -632,7 +542,7 @@ impl SwapFile {
                 Ok(())
             }
             Err(e) => {
-                self.count_write_error(&e);
+                self.counters.count_write_error(&e);
                 // The slot holds nothing now (whatever reached the file is not trusted).
                 self.release_block(off);
                 Err(e)
@@ -729,23 +639,9 @@ impl SwapFile {
     }
 
     /// Counters.
-    pub fn stats(&self) -> SwapFileStats {
-        let c = &self.counters;
-        SwapFileStats {
-            capacity: self.capacity,
-            slots_in_use: self.slots.in_use(),
-            blocks_stored: c.blocks_stored.get(),
-            writes: c.writes.get(),
-            reads: c.reads.get(),
-            write_errors: c.write_errors.get(),
-            read_errors: c.read_errors.get(),
-            checksum_errors: c.checksum_errors.get(),
-            no_space_errors: c.no_space_errors.get(),
-            short_reads: c.short_reads.get(),
-            not_written_reads: c.not_written_reads.get(),
-            discards: c.discards.get(),
-            faults_injected: self.injector.injected(),
-        }
+    pub fn stats(&self) -> BackingStats {
+        self.counters
+            .snapshot(self.capacity, self.slots.in_use(), self.injector.injected())
     }
 
     /// The fault injector of this file (for tests of the layers above).
@@ -753,8 +649,53 @@ impl SwapFile {
         &self.injector
     }
 
+    /// Flips one bit of the block stored for slot `offset`, directly in the file (the checksum
+    /// table is not touched), as silent media corruption would. Counted as an injected fault.
+    pub fn corrupt_block(&self, offset: u64, byte: usize) -> io::Result<()> {
+        if offset >= self.capacity || byte >= PAGE_SIZE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "slot or byte out of range",
+            ));
+        }
+        let pos = self.block_pos(offset) + byte as u64;
+        let mut b = [0u8; 1];
+        self.file.read_exact_at(&mut b, pos)?;
+        b[0] ^= 0x10;
+        self.file.write_all_at(&b, pos)?;
+        self.injector.count_injected();
+        Ok(())
+    }
+
     /// Byte offset of a slot's block in the file (for tools and tests that inspect the file).
     pub fn block_file_offset(&self, slot: SwapSlot) -> Result<u64> {
         Ok(self.block_pos(self.check_slot(slot)?))
+    }
+}
+
+impl BackingStore for SwapFile {
+    fn area(&self) -> u32 {
+        self.area
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn alloc_slot(&self) -> Result<SwapSlot> {
+        SwapFile::alloc_slot(self)
+    }
+    fn free_slot(&self, slot: SwapSlot) -> Result<()> {
+        SwapFile::free_slot(self, slot)
+    }
+    fn write_page(&self, slot: SwapSlot, page: &[u8]) -> Result<()> {
+        SwapFile::write_page(self, slot, page)
+    }
+    fn read_page(&self, slot: SwapSlot, page: &mut [u8]) -> Result<()> {
+        SwapFile::read_page(self, slot, page)
+    }
+    fn discard(&self, slot: SwapSlot) {
+        SwapFile::discard(self, slot)
+    }
+    fn stats(&self) -> BackingStats {
+        SwapFile::stats(self)
     }
 }

@@ -1,10 +1,11 @@
+// SPDX-License-Identifier: MIT
 //! The crate's error type: one variant per cause, errnos mapped to domain variants at the I/O wrapper.
 
 use std::io;
 
 use crate::SwapSlot;
 
-/// What the swap file was doing when an I/O error happened.
+/// What the store was doing when an I/O error happened.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Op {
     /// Creating, sizing or opening the backing file.
@@ -31,7 +32,8 @@ impl std::fmt::Display for Op {
     }
 }
 
-/// Errors of the swap file. Every I/O failure is reported, counted, and leaves the file usable.
+/// Errors of a backing store, one variant per cause. Every I/O failure is reported, counted,
+/// and leaves the store usable.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -39,8 +41,15 @@ pub enum Error {
     #[error("swap area is full: all slots are in use")]
     Full,
     /// The slot belongs to another area or lies beyond the capacity.
-    #[error("slot {0:?} does not belong to this swap area (area {1}, capacity {2})")]
-    InvalidSlot(SwapSlot, u32, u64),
+    #[error("slot {slot} is out of range of this store (area {area}, capacity {capacity} slots)")]
+    OutOfRange {
+        /// The slot asked for.
+        slot: SwapSlot,
+        /// This store's area.
+        area: u32,
+        /// This store's slot count.
+        capacity: u64,
+    },
     /// `free_slot` on a slot that is not allocated (double free or never allocated).
     #[error("slot {0:?} is not allocated")]
     NotAllocated(SwapSlot),

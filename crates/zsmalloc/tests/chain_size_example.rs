@@ -1,8 +1,8 @@
-//! Seed 004's worked example: "13 objects of 1568 bytes" take 6 pages with 4-page zspages
+//! The worked example of "zsmalloc: turn zspage order into runtime variable" (v3, Oct 2022): "13 objects of 1568 bytes" take 6 pages with 4-page zspages
 //! (class #96 merged into #100: 1632 bytes, 2 pages, 5 objects -> 3 zspages) and 5 pages with
 //! 16-page zspages (class #96 alone: 5 pages, 13 objects -> 1 zspage).
 //!
-//! The seed's "objects of 1568 bytes" are class-#96 objects, i.e. sizes *after* zs_malloc added
+//! The patch's "objects of 1568 bytes" are class-#96 objects, i.e. sizes *after* zs_malloc added
 //! the 8-byte handle header: the caller's payload is 1568 - 8 = 1560 bytes. (A 1568-byte
 //! payload becomes 1576 and lands in class #97, 1584 bytes; that case is checked too.)
 

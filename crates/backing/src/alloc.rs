@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Lock-free slot allocation in clusters, after the kernel's swap clusters.
 //!
 //! Slots are grouped into clusters of [`CLUSTER_SLOTS`] (512, one THP worth of 4 KiB pages, the

@@ -2,14 +2,14 @@
 //! same kind of file, in the same run: the difference is the cost of checksums, the checksum
 //! table update and slot bookkeeping.
 //!
-//! `cargo bench -p uzswap-swapfile --bench swapfile`
+//! `cargo bench -p uzswap-backing --bench swapfile`
 
 use std::fs::OpenOptions;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use uzswap_swapfile::{SwapFile, SwapSlot, PAGE_SIZE};
+use uzswap_backing::{SwapFile, SwapSlot, PAGE_SIZE};
 
 const SLOTS: u64 = 4096; // 16 MiB: stays in the page cache, so the file system path is measured
 
@@ -94,7 +94,7 @@ fn bench(c: &mut Criterion) {
     g.bench_function("crc32c_block_checksum", |b| {
         b.iter(|| {
             i = (i + 1) % pages.len();
-            uzswap_swapfile::block_checksum(slots[i], &pages[i])
+            uzswap_backing::block_checksum(slots[i], &pages[i])
         })
     });
     g.finish();

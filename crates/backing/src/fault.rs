@@ -1,15 +1,11 @@
+// SPDX-License-Identifier: MIT
 //! Fault injection for tests of the layers above (the cache's writeback and swap-in paths).
 //!
 //! Unused, it costs one relaxed atomic load per I/O: `armed` is a hint that some counter may be
 //! non-zero. Setters store their counter before setting the hint; the slow path clears the hint
 //! when every counter is zero and re-checks, so a racing setter is never lost.
 
-use std::fs::File;
-use std::io;
-use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-
-use crate::PAGE_SIZE;
 
 /// What the injector tells the I/O path to do with one write.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -32,8 +28,10 @@ pub(crate) enum ReadFault {
     Short,
 }
 
-/// Fails or corrupts upcoming I/O of one swap file. Obtain it with
-/// [`SwapFile::fault_injector`](crate::SwapFile::fault_injector).
+/// Fails or corrupts upcoming I/O of one backing store. Obtain it with
+/// [`SwapFile::fault_injector`](crate::SwapFile::fault_injector) or
+/// [`MemStore::fault_injector`](crate::MemStore::fault_injector); corrupting a block already
+/// stored is the store's own `corrupt_block`.
 ///
 /// Each `*_next_*` call *sets* (not adds to) the number of upcoming operations affected; several
 /// kinds may be armed at once. For writes the order of precedence is EIO, ENOSPC, corruption,
@@ -48,10 +46,6 @@ pub struct FaultInjector {
     read_eio: AtomicU64,
     read_short: AtomicU64,
     injected: AtomicU64,
-    /// A second descriptor of the backing file, for `corrupt_block`.
-    file: File,
-    data_offset: u64,
-    capacity: u64,
 }
 
 fn take(c: &AtomicU64) -> bool {
@@ -60,7 +54,7 @@ fn take(c: &AtomicU64) -> bool {
 }
 
 impl FaultInjector {
-    pub(crate) fn new(file: File, data_offset: u64, capacity: u64) -> FaultInjector {
+    pub(crate) fn new() -> FaultInjector {
         FaultInjector {
             armed: AtomicBool::new(false),
             write_eio: AtomicU64::new(0),
@@ -70,9 +64,6 @@ impl FaultInjector {
             read_eio: AtomicU64::new(0),
             read_short: AtomicU64::new(0),
             injected: AtomicU64::new(0),
-            file,
-            data_offset,
-            capacity,
         }
     }
 
@@ -134,22 +125,9 @@ impl FaultInjector {
         self.injected.load(Ordering::Relaxed)
     }
 
-    /// Flips one bit of the block stored for slot `offset`, directly in the file through a
-    /// separate descriptor (the swap file's checksum table is not touched).
-    pub fn corrupt_block(&self, offset: u64, byte: usize) -> io::Result<()> {
-        if offset >= self.capacity || byte >= PAGE_SIZE {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "slot or byte out of range",
-            ));
-        }
-        let pos = self.data_offset + offset * PAGE_SIZE as u64 + byte as u64;
-        let mut b = [0u8; 1];
-        self.file.read_exact_at(&mut b, pos)?;
-        b[0] ^= 0x10;
-        self.file.write_all_at(&b, pos)?;
+    /// Counts a fault injected by the store itself (e.g. `corrupt_block`).
+    pub(crate) fn count_injected(&self) {
         self.injected.fetch_add(1, Ordering::Relaxed);
-        Ok(())
     }
 
     #[inline]
