@@ -5,3 +5,4 @@ pub mod capture;
 pub mod classes;
 pub mod estimate;
 pub mod kernel_stats;
+pub mod replay;
