@@ -37,6 +37,6 @@ print(f"{len(docs)} invocations, compressor {docs[0]['compressor']}, {docs[0]['p
       f"verified: {all(d['verified'] for d in docs)}")
 for k in keys:
     v = [d["paired_ratios"][k] for d in docs if k in d["paired_ratios"]]
-    print(f"  {k:26s} median {statistics.median(v):.3f}  range {min(v):.3f}-{max(v):.3f}  "
+    print(f"  {k:36s} median {statistics.median(v):.3f}  range {min(v):.3f}-{max(v):.3f}  "
           + " ".join(f"{x:.3f}" for x in v))
 PY

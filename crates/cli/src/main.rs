@@ -1,9 +1,11 @@
 //! `uzswap`: the command-line front end of the uzswap workspace.
 //!
 //! Each subcommand lives in its own module under `cmd/`, owning its clap `Args` struct and a
-//! `run(args) -> anyhow::Result<()>`; this file only wires them together.
+//! `run(args) -> anyhow::Result<()>`; helpers several commands use live once in `shared/`;
+//! this file only wires them together.
 
 mod cmd;
+mod shared;
 
 use clap::{Parser, Subcommand};
 

@@ -52,6 +52,10 @@ fn json_of(out: &Output) -> Value {
     })
 }
 
+fn assert_close(a: f64, b: f64) {
+    assert!((a - b).abs() <= 1e-9 * b.abs(), "{a} != {b}");
+}
+
 fn assert_contract(j: &Value, pages: u64, compressor: &str, threads: u64) {
     for k in [
         "pages",
@@ -73,13 +77,45 @@ fn assert_contract(j: &Value, pages: u64, compressor: &str, threads: u64) {
     assert_eq!(j["verified"].as_bool(), Some(true));
     for k in [
         "store_pages_per_s",
+        "store_cold_pages_per_s",
         "load_pages_per_s",
+        "load_random_pages_per_s",
         "raw_compress_pages_per_s",
         "raw_decompress_pages_per_s",
+        "raw_decompress_random_pages_per_s",
+        "load_random_vs_raw_decompress_random",
         "metadata_bytes_per_entry",
     ] {
         let v = j[k].as_f64().unwrap_or(0.0);
         assert!(v.is_finite() && v > 0.0, "{k} = {v}");
+    }
+    // Ratios are the ratios of the reported medians.
+    let ratio = |a: &str, b: &str| j[a].as_f64().unwrap() / j[b].as_f64().unwrap();
+    assert_close(
+        j["load_random_vs_raw_decompress_random"].as_f64().unwrap(),
+        ratio(
+            "load_random_pages_per_s",
+            "raw_decompress_random_pages_per_s",
+        ),
+    );
+    assert_close(
+        j["store_cold_vs_raw_compress"].as_f64().unwrap(),
+        ratio("store_cold_pages_per_s", "raw_compress_pages_per_s"),
+    );
+    for k in [
+        "store_vs_raw_compress",
+        "load_vs_raw_decompress",
+        "load_random_vs_raw_decompress_random",
+    ] {
+        let v = j["paired_ratios"][k].as_f64().unwrap_or(0.0);
+        assert!(v.is_finite() && v > 0.0, "paired_ratios.{k} = {v}");
+    }
+    // Who used how many threads: the cache and the raw codec the same split.
+    assert_eq!(j["threads_per_side"]["cache"].as_u64(), Some(threads));
+    assert_eq!(j["threads_per_side"]["raw_codec"].as_u64(), Some(threads));
+    let runs = j["runs"].as_u64().unwrap() as usize;
+    for k in ["store_cold_pages_per_s", "load_random_pages_per_s"] {
+        assert_eq!(j["samples"][k].as_array().map(Vec::len), Some(runs), "{k}");
     }
     // Tiny corpora can need more pool than data: each size class in use holds a whole,
     // mostly empty zspage of up to 8 pages (the kernel's zram shows the same mem_used_total).
@@ -113,16 +149,23 @@ fn bench_json_on_page_file() {
     );
     assert_eq!(j["stored_pages"].as_u64(), Some(294));
     assert_eq!(j["kernel_skipped"].as_str(), Some("--no-kernel"));
-    assert!(j.get("kernel_zram_write_pages_per_s").is_none());
+    for k in [
+        "kernel_zram_write_pages_per_s",
+        "store_cold_vs_zram_write_cold",
+        "store_warm_vs_zram_write_warm",
+    ] {
+        assert!(j.get(k).is_none(), "{k} without the kernel side");
+    }
+    assert!(j["threads_per_side"].get("kernel_zram").is_none());
     let _ = std::fs::remove_file(p);
 }
 
 #[test]
 fn bench_raw_file_two_threads_lzo_rle() {
-    // A raw file with a trailing partial page, which the bench zero-pads.
+    // A raw page dump (headerless, whole pages).
     let exe = std::fs::read("/proc/self/exe").expect("read test binary");
     let p = tmp("raw");
-    std::fs::write(&p, &exe[..PAGE * 120 + 1000]).unwrap();
+    std::fs::write(&p, &exe[..PAGE * 121]).unwrap();
     let out = uzswap(&[
         "bench",
         "--corpus",
@@ -192,9 +235,11 @@ fn bench_table_output() {
     let text = String::from_utf8_lossy(&out.stdout);
     for needle in [
         "64 pages",
+        "store, empty cache (cold)",
         "store (uzswap cache)",
         "raw lz4 compress",
         "load (uzswap cache)",
+        "load, random order",
         "verified: every page read back bit-identical",
     ] {
         assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
@@ -213,7 +258,7 @@ fn bench_bad_input_is_a_clear_error() {
     ]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("reading corpus"), "{err}");
+    assert!(err.contains("cannot read page file"), "{err}");
 
     let empty = tmp("empty");
     std::fs::write(&empty, b"").unwrap();
@@ -250,7 +295,7 @@ fn bench_kernel_zram_comparison() {
         return;
     }
     let p = page_file("kernel", 256);
-    for alg in ["lz4", "lzo-rle"] {
+    for (alg, threads) in [("lz4", "1"), ("lzo-rle", "2")] {
         let out = uzswap(&[
             "bench",
             "--corpus",
@@ -260,12 +305,45 @@ fn bench_kernel_zram_comparison() {
             "--kernel",
             "--json",
             "--runs",
-            "1",
+            "2",
+            "--threads",
+            threads,
         ]);
         let j = json_of(&out);
-        assert_contract(&j, 256, alg, 1);
-        assert!(j["kernel_zram_write_pages_per_s"].as_f64().unwrap() > 0.0);
-        assert!(j["kernel_zram_read_pages_per_s"].as_f64().unwrap() > 0.0);
+        assert_contract(&j, 256, alg, threads.parse().unwrap());
+        assert_eq!(j["threads_per_side"]["kernel_zram"].as_u64(), Some(1));
+        for k in [
+            "kernel_zram_write_pages_per_s",
+            "kernel_zram_write_warm_pages_per_s",
+            "kernel_zram_read_pages_per_s",
+            "store_cold_vs_zram_write_cold",
+            "store_warm_vs_zram_write_warm",
+        ] {
+            let v = j[k].as_f64().unwrap_or(0.0);
+            assert!(v.is_finite() && v > 0.0, "{k} = {v}");
+        }
+        // Cold pair: empty cache vs fresh device; warm pair: warm cache vs rewrite.
+        let ratio = |a: &str, b: &str| j[a].as_f64().unwrap() / j[b].as_f64().unwrap();
+        assert_close(
+            j["store_cold_vs_zram_write_cold"].as_f64().unwrap(),
+            ratio("store_cold_pages_per_s", "kernel_zram_write_pages_per_s"),
+        );
+        assert_close(
+            j["store_warm_vs_zram_write_warm"].as_f64().unwrap(),
+            ratio("store_pages_per_s", "kernel_zram_write_warm_pages_per_s"),
+        );
+        for k in [
+            "store_cold_vs_zram_write_cold",
+            "store_warm_vs_zram_write_warm",
+        ] {
+            assert!(j["paired_ratios"][k].as_f64().unwrap() > 0.0, "{k}");
+        }
+        assert_eq!(
+            j["samples_kernel"]["zram_write_warm_pages_per_s"]
+                .as_array()
+                .map(Vec::len),
+            Some(2)
+        );
         assert_eq!(j["kernel_zram_verified"].as_bool(), Some(true));
         let mm = &j["kernel_zram_mm_stat"];
         assert_eq!(mm["orig_data_size"].as_u64(), Some(256 * PAGE as u64));

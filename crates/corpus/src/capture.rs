@@ -1,6 +1,6 @@
 //! Capture a live process's private, writable, anonymous memory.
 
-use crate::{io_err, Error, Pages, Result, PAGE_SIZE};
+use crate::{Error, Pages, Result, PAGE_SIZE};
 use std::fs::File;
 use std::io::ErrorKind;
 use std::os::unix::fs::FileExt;
@@ -19,7 +19,9 @@ pub struct CaptureOptions {
 /// What a capture read, and what it had to skip.
 #[derive(Clone, Debug)]
 pub struct Capture {
+    /// The pages read, in address order.
     pub pages: Pages,
+    /// The process captured.
     pub pid: u32,
     /// The process's `comm` name.
     pub comm: String,
@@ -40,12 +42,19 @@ pub struct Capture {
 /// One parsed line of `/proc/PID/maps`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapsEntry {
+    /// First address of the range.
     pub start: u64,
+    /// First address after the range.
     pub end: u64,
+    /// `r` permission.
     pub readable: bool,
+    /// `w` permission.
     pub writable: bool,
+    /// `p` (private, copy-on-write) rather than `s` (shared).
     pub private: bool,
+    /// Inode of the backing file (0 for anonymous memory).
     pub inode: u64,
+    /// Backing path or kernel name (`[heap]`, `[anon:NAME]`); empty for plain anonymous memory.
     pub path: String,
 }
 
@@ -136,15 +145,12 @@ pub fn capture_pid(pid: u32) -> Result<Capture> {
     capture_pid_with(pid, &CaptureOptions::default())
 }
 
-fn proc_err(pid: u32, what: &str, path: PathBuf, e: std::io::Error) -> Error {
+fn proc_err(pid: u32, path: PathBuf, e: std::io::Error) -> Error {
     match e.kind() {
         ErrorKind::NotFound => Error::NoSuchProcess(pid),
-        ErrorKind::PermissionDenied => Error::PermissionDenied {
-            pid,
-            what: what.to_string(),
-        },
+        ErrorKind::PermissionDenied => Error::PermissionDenied { pid, path },
         _ if e.raw_os_error() == Some(libc::ESRCH) => Error::NoSuchProcess(pid),
-        _ => io_err(path, e),
+        _ => Error::Proc { path, source: e },
     }
 }
 
@@ -161,11 +167,10 @@ pub fn capture_pid_with(pid: u32, opts: &CaptureOptions) -> Result<Capture> {
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
     let maps_path = dir.join("maps");
-    let maps = std::fs::read_to_string(&maps_path)
-        .map_err(|e| proc_err(pid, "/proc/PID/maps", maps_path.clone(), e))?;
+    let maps =
+        std::fs::read_to_string(&maps_path).map_err(|e| proc_err(pid, maps_path.clone(), e))?;
     let mem_path = dir.join("mem");
-    let mem =
-        File::open(&mem_path).map_err(|e| proc_err(pid, "/proc/PID/mem", mem_path.clone(), e))?;
+    let mem = File::open(&mem_path).map_err(|e| proc_err(pid, mem_path.clone(), e))?;
     // pagemap: readable flags need no privilege beyond ptrace access; fall back to reading
     // everything when it cannot be opened.
     let pagemap = File::open(dir.join("pagemap")).ok();
@@ -218,7 +223,7 @@ pub(crate) fn capture_from(
     let limit = opts.max_pages.unwrap_or(usize::MAX);
     let mut entries = Vec::new();
     for line in maps.lines().filter(|l| !l.trim().is_empty()) {
-        let e = parse_maps_line(line).map_err(|d| Error::Malformed {
+        let e = parse_maps_line(line).map_err(|d| Error::MalformedMaps {
             path: maps_path.to_path_buf(),
             detail: format!("{d} in line {line:?}"),
         })?;
@@ -374,47 +379,11 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("malformed") && e.contains("bad start"), "{e}");
-    }
-
-    #[test]
-    fn huge_sparse_range_reads_only_resident_pages() {
-        // 16 GiB of reserved address space with three touched pages.
-        let len = 16usize << 30;
-        // SAFETY: anonymous private mapping with no hint; checked; unmapped below.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(addr, libc::MAP_FAILED);
-        let base = addr.cast::<u8>();
-        for (k, off) in [0usize, 5 << 30, len - PAGE_SIZE].into_iter().enumerate() {
-            // SAFETY: off is inside the mapping, page-aligned, and the page is ours.
-            unsafe { std::ptr::write_bytes(base.add(off), b'a' + k as u8, PAGE_SIZE) };
-        }
-        let t = std::time::Instant::now();
-        let cap = capture_pid(std::process::id()).unwrap();
-        let took = t.elapsed();
-        for k in 0..3u8 {
-            let want = [b'a' + k; PAGE_SIZE];
-            assert!(
-                cap.pages.iter().any(|p| p == want),
-                "touched page {k} missing"
-            );
-        }
-        assert!(cap.pages_not_resident >= len / PAGE_SIZE - 3);
-        assert!(
-            took.as_secs() < 20,
-            "capture of a sparse range took {took:?}"
+        assert_eq!(
+            e,
+            "/proc/self/maps: cannot parse: bad start \"zz\": invalid digit found in string \
+             in line \"zz-1 rw-p 0 0 0\""
         );
-        // SAFETY: the mapping made above, unmapped once.
-        unsafe { libc::munmap(addr, len) };
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! killed. Without either interpreter, pages of ELF binaries and libraries are used.
 
 use crate::capture::{capture_pid_with, CaptureOptions};
-use crate::{io_err, Error, Pages, Result, PAGE_SIZE};
+use crate::{Error, Pages, Result, PAGE_SIZE};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -102,6 +102,13 @@ impl Drop for ChildGuard {
     }
 }
 
+fn workload_err(program: &str, source: std::io::Error) -> Error {
+    Error::Workload {
+        program: program.to_string(),
+        source,
+    }
+}
+
 /// Run one workload and capture up to `pages` pages of it. `Ok(None)` when the interpreter
 /// is not installed.
 fn capture_workload(
@@ -125,7 +132,7 @@ fn capture_workload(
     let mut child = match spawned {
         Ok(c) => ChildGuard(c),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_err(interp, e)),
+        Err(e) => return Err(workload_err(interp, e)),
     };
     let stdout = child.0.stdout.take().expect("piped stdout");
     let (tx, rx) = mpsc::channel();
@@ -136,7 +143,7 @@ fn capture_workload(
     });
     let line = match rx.recv_timeout(timeout) {
         Ok(Ok(l)) => l,
-        Ok(Err(e)) => return Err(io_err(interp, e)),
+        Ok(Err(e)) => return Err(workload_err(interp, e)),
         Err(_) => {
             return Err(Error::NoSource(format!(
                 "{interp} workload did not become ready within {timeout:?}"

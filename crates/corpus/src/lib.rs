@@ -14,6 +14,9 @@
 //! Lock order: no locks; capture reads another process's memory without stopping it, so a
 //! page may be torn by a concurrent write in that process (it is still that process's data).
 
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
 mod capture;
 mod default;
 mod pagefile;
@@ -32,35 +35,84 @@ use std::path::PathBuf;
 /// Page size of every page this crate handles.
 pub const PAGE_SIZE: usize = 4096;
 
-/// Errors of capture, page files and the default corpus.
+/// Errors of capture, page files and the default corpus: one variant per cause. Variants
+/// caused by an I/O error keep it as their [`source`](std::error::Error::source) and do not
+/// repeat it in their own message (`{:#}` in anyhow prints the chain once).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The process does not exist (or exited during the capture).
     #[error("no process with pid {0}")]
     NoSuchProcess(u32),
-    #[error("permission denied reading {what} of pid {pid} (needs root or ptrace access to the process)")]
-    PermissionDenied { pid: u32, what: String },
-    #[error("{path}: {source}")]
-    Io {
+    /// A `/proc/PID` file of the process cannot be read by this user.
+    #[error("permission denied reading {path} of pid {pid} (needs root or ptrace access to the process)")]
+    PermissionDenied {
+        /// The process.
+        pid: u32,
+        /// The `/proc/PID/...` file that could not be read.
         path: PathBuf,
+    },
+    /// Reading a `/proc/PID` file of the process failed for another reason.
+    #[error("cannot read {path}")]
+    Proc {
+        /// The `/proc/PID/...` file.
+        path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
+    /// `/proc/PID/maps` holds a line this parser does not understand.
+    #[error("{path}: cannot parse: {detail}")]
+    MalformedMaps {
+        /// The maps file.
+        path: PathBuf,
+        /// What is wrong, with the offending line.
+        detail: String,
+    },
+    /// A page file cannot be read (missing, unreadable, a directory, ...).
+    #[error("cannot read page file {path}")]
+    ReadPageFile {
+        /// The page file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A page file cannot be written.
+    #[error("cannot write page file {path}")]
+    WritePageFile {
+        /// The page file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A page file's bytes break the format (docs/page-file-format.md).
     #[error("{path}: malformed page file: {detail}")]
-    Malformed { path: PathBuf, detail: String },
+    Malformed {
+        /// The page file.
+        path: PathBuf,
+        /// Which rule of the format the file breaks.
+        detail: String,
+    },
+    /// Bytes that are not a whole number of pages were offered as pages.
     #[error("invalid pages: {0}")]
     InvalidPages(String),
+    /// The default corpus's workload program could not be run or talked to.
+    #[error("default corpus: cannot run the {program} workload")]
+    Workload {
+        /// The interpreter (`python3`, `perl`).
+        program: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No workload gave the default corpus its pages.
     #[error("default corpus: {0}")]
     NoSource(String),
 }
 
+/// Result of this crate's operations.
 pub type Result<T> = std::result::Result<T, Error>;
-
-pub(crate) fn io_err(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
-    Error::Io {
-        path: path.into(),
-        source,
-    }
-}
 
 /// `n * 4096` bytes of real memory and where they came from.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

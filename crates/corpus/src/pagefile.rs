@@ -14,7 +14,7 @@
 //! ```
 //! A file without the magic whose length is a non-zero multiple of 4096 is read as raw pages.
 
-use crate::{io_err, Error, Pages, Result, PAGE_SIZE};
+use crate::{Error, Pages, Result, PAGE_SIZE};
 use std::path::Path;
 
 /// First 8 bytes of a page file.
@@ -133,14 +133,20 @@ pub fn decode_page_file(path: &Path, bytes: Vec<u8>) -> Result<Pages> {
 /// Read a page file (or raw page dump) from disk.
 pub fn read_page_file(path: impl AsRef<Path>) -> Result<Pages> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
+    let bytes = std::fs::read(path).map_err(|source| Error::ReadPageFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
     decode_page_file(path, bytes)
 }
 
 /// Write pages to `path` in the page-file format.
 pub fn write_page_file(path: impl AsRef<Path>, pages: &Pages) -> Result<()> {
     let path = path.as_ref();
-    std::fs::write(path, encode_page_file(pages)).map_err(|e| io_err(path, e))
+    std::fs::write(path, encode_page_file(pages)).map_err(|source| Error::WritePageFile {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]

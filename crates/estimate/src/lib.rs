@@ -31,7 +31,7 @@ use uzswap_zsmalloc::{ChainRule, Pool, PoolConfig};
 pub enum Error {
     #[error("invalid options: {0}")]
     InvalidOptions(String),
-    #[error("allocator (chain size {chain_size}): {source}")]
+    #[error("allocator (chain size {chain_size})")]
     Pool {
         chain_size: usize,
         #[source]

@@ -227,7 +227,8 @@ impl Drop for MemCgroup {
             use std::io::Write as _;
             writeln!(
                 std::io::stderr(),
-                "uzswap-kernel: cannot remove cgroup: {e}"
+                "uzswap-kernel: cannot remove cgroup: {}",
+                crate::error_chain(&e)
             )
             .ok();
         }

@@ -36,10 +36,13 @@ use std::path::{Path, PathBuf};
 /// Errors of every kernel interaction; each names the file or device it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// An I/O error on a kernel file or device.
-    #[error("{path}: {source}")]
+    /// An I/O error on a kernel file or device (the I/O error is the source, not repeated in
+    /// the message).
+    #[error("{path}")]
     Io {
+        /// The file or device.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: std::io::Error,
     },
@@ -76,6 +79,20 @@ impl Error {
             detail: detail.into(),
         }
     }
+}
+
+/// An error and its causes as one line, `error: cause: cause`, for messages that are not
+/// printed through anyhow's `{:#}` (warnings, skip notes). Errors here keep their I/O cause as
+/// the [`source`](std::error::Error::source) instead of repeating it in their own message.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = err.to_string();
+    let mut cause = err.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
 }
 
 /// Name of the environment variable that enables tests touching the kernel.

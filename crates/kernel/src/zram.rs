@@ -290,18 +290,28 @@ impl Zram {
         self.write_direct(index * PAGE_SIZE as u64, page)
     }
 
-    /// Write whole pages starting at byte `offset` (both multiples of 4096) with O_DIRECT.
+    /// Write whole pages starting at byte `offset` (both multiples of 4096) with O_DIRECT, in
+    /// requests of at most [`REQUEST_BYTES`] (like `dd bs=1M oflag=direct`). Page-aligned
+    /// `data` (an [`AlignedBuf`]) is written in place; other data is first copied through a
+    /// bounce buffer, which costs an allocation and a copy per page: callers that time the
+    /// write prepare an [`AlignedBuf`] before the clock starts.
     pub fn write_direct(&self, offset: u64, data: &[u8]) -> Result<()> {
         self.check_range(offset, data.len())?;
         let file = self.file()?;
-        // O_DIRECT needs an aligned user buffer; copy through one in bounded chunks.
-        let chunk = data.len().clamp(PAGE_SIZE, 256 * PAGE_SIZE);
+        if is_page_aligned(data.as_ptr()) {
+            for (k, req) in data.chunks(REQUEST_BYTES).enumerate() {
+                file.write_all_at(req, offset + (k * REQUEST_BYTES) as u64)
+                    .map_err(|e| Error::io(&self.node, e))?;
+            }
+            return Ok(());
+        }
+        let chunk = data.len().clamp(PAGE_SIZE, REQUEST_BYTES);
         let mut buf = AlignedBuf::new(chunk);
         let mut done = 0usize;
         while done < data.len() {
             let n = chunk.min(data.len() - done);
-            buf.as_mut_slice()[..n].copy_from_slice(&data[done..done + n]);
-            file.write_all_at(&buf.as_slice()[..n], offset + done as u64)
+            buf[..n].copy_from_slice(&data[done..done + n]);
+            file.write_all_at(&buf[..n], offset + done as u64)
                 .map_err(|e| Error::io(&self.node, e))?;
             done += n;
         }
@@ -313,18 +323,27 @@ impl Zram {
         self.read_direct(index * PAGE_SIZE as u64, page)
     }
 
-    /// Read whole pages starting at byte `offset` with O_DIRECT.
+    /// Read whole pages starting at byte `offset` with O_DIRECT, in requests of at most
+    /// [`REQUEST_BYTES`]; page-aligned `out` is read into in place, other memory through a
+    /// bounce buffer (see [`Zram::write_direct`]).
     pub fn read_direct(&self, offset: u64, out: &mut [u8]) -> Result<()> {
         self.check_range(offset, out.len())?;
         let file = self.file()?;
-        let chunk = out.len().clamp(PAGE_SIZE, 256 * PAGE_SIZE);
+        if is_page_aligned(out.as_ptr()) {
+            for (k, req) in out.chunks_mut(REQUEST_BYTES).enumerate() {
+                file.read_exact_at(req, offset + (k * REQUEST_BYTES) as u64)
+                    .map_err(|e| Error::io(&self.node, e))?;
+            }
+            return Ok(());
+        }
+        let chunk = out.len().clamp(PAGE_SIZE, REQUEST_BYTES);
         let mut buf = AlignedBuf::new(chunk);
         let mut done = 0usize;
         while done < out.len() {
             let n = chunk.min(out.len() - done);
-            file.read_exact_at(&mut buf.as_mut_slice()[..n], offset + done as u64)
+            file.read_exact_at(&mut buf[..n], offset + done as u64)
                 .map_err(|e| Error::io(&self.node, e))?;
-            out[done..done + n].copy_from_slice(&buf.as_slice()[..n]);
+            out[done..done + n].copy_from_slice(&buf[..n]);
             done += n;
         }
         Ok(())
@@ -368,16 +387,18 @@ impl Drop for Zram {
     fn drop(&mut self) {
         if let Err(e) = self.reset() {
             eprintln!(
-                "uzswap-kernel: warning: could not reset zram{}: {e}",
-                self.dev
+                "uzswap-kernel: warning: could not reset zram{}: {}",
+                self.dev,
+                crate::error_chain(&e)
             );
             return;
         }
         if let Some(alg) = self.original_algorithm.clone() {
             if let Err(e) = write_value(&self.sys.join("comp_algorithm"), &alg) {
                 eprintln!(
-                    "uzswap-kernel: warning: could not restore zram{} algorithm {alg}: {e}",
-                    self.dev
+                    "uzswap-kernel: warning: could not restore zram{} algorithm {alg}: {}",
+                    self.dev,
+                    crate::error_chain(&e)
                 );
             }
         }
@@ -393,28 +414,63 @@ fn find_device_line(file: &Path, device: &str) -> Result<Option<String>> {
         .map(str::to_string))
 }
 
-/// A zeroed, page-aligned heap buffer for O_DIRECT.
-struct AlignedBuf {
+/// Largest O_DIRECT request [`Zram::write_direct`] and [`Zram::read_direct`] issue: 1 MiB.
+pub const REQUEST_BYTES: usize = 256 * PAGE_SIZE;
+
+fn is_page_aligned(p: *const u8) -> bool {
+    (p as usize) % PAGE_SIZE == 0
+}
+
+/// A zeroed, page-aligned heap buffer for O_DIRECT I/O; dereferences to its bytes. Its length
+/// is a whole number of pages (at least one).
+pub struct AlignedBuf {
     ptr: std::ptr::NonNull<u8>,
     layout: Layout,
 }
 
+// SAFETY: AlignedBuf owns its allocation exclusively, like a Box<[u8]>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only hands out &[u8].
+unsafe impl Sync for AlignedBuf {}
+
 impl AlignedBuf {
-    fn new(len: usize) -> AlignedBuf {
-        let layout = Layout::from_size_align(len.max(PAGE_SIZE), PAGE_SIZE).expect("valid layout");
+    /// `len` bytes rounded up to whole pages, zeroed.
+    pub fn new(len: usize) -> AlignedBuf {
+        let size = len.max(1).div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let layout = Layout::from_size_align(size, PAGE_SIZE).expect("valid layout");
         // SAFETY: the layout has a non-zero size.
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr =
             std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
         AlignedBuf { ptr, layout }
     }
-    fn as_slice(&self) -> &[u8] {
+
+    /// A page-aligned copy of `data` (padded with zeros to whole pages).
+    pub fn copy_of(data: &[u8]) -> AlignedBuf {
+        let mut b = AlignedBuf::new(data.len());
+        b[..data.len()].copy_from_slice(data);
+        b
+    }
+}
+
+impl std::ops::Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
         // SAFETY: ptr points to layout.size() initialised (zeroed) bytes owned by self.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.layout.size()) }
     }
-    fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and &mut self guarantees exclusive access.
+}
+
+impl std::ops::DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in deref, and &mut self guarantees exclusive access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuf({} bytes)", self.layout.size())
     }
 }
 
@@ -454,6 +510,18 @@ mod tests {
         let (all, sel) = parse_comp_algorithm("lzo lz4");
         assert_eq!(all.len(), 2);
         assert_eq!(sel, None);
+    }
+
+    #[test]
+    fn aligned_buf_is_page_aligned_whole_pages_and_zeroed() {
+        let b = AlignedBuf::new(5000);
+        assert_eq!(b.len(), 2 * PAGE_SIZE);
+        assert!(is_page_aligned(b.as_ptr()));
+        assert!(b.iter().all(|&x| x == 0));
+        let c = AlignedBuf::copy_of(b"abc");
+        assert_eq!(c.len(), PAGE_SIZE);
+        assert_eq!(&c[..4], b"abc\0");
+        assert_eq!(AlignedBuf::new(0).len(), PAGE_SIZE);
     }
 
     #[test]

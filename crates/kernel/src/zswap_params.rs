@@ -107,7 +107,10 @@ impl ParamGuard {
 impl Drop for ParamGuard {
     fn drop(&mut self) {
         if let Err(e) = self.restore() {
-            eprintln!("uzswap-kernel: warning: could not restore a zswap parameter: {e}");
+            eprintln!(
+                "uzswap-kernel: warning: could not restore a zswap parameter: {}",
+                crate::error_chain(&e)
+            );
         }
     }
 }

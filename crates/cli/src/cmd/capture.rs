@@ -1,6 +1,5 @@
 //! `uzswap capture`: save a live process's private writable anonymous memory as a page file.
 
-use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
 use uzswap_corpus::{capture_pid_with, write_page_file, CaptureOptions, PAGE_SIZE};
@@ -26,8 +25,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &CaptureOptions {
             max_pages: args.max_pages,
         },
-    )
-    .context("capturing process memory")?;
+    )?;
     if cap.pages.is_empty() {
         anyhow::bail!(
             "pid {} ({}) has no readable resident private anonymous memory ({} ranges skipped)",
@@ -36,8 +34,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             cap.ranges_skipped
         );
     }
-    write_page_file(&args.output, &cap.pages)
-        .with_context(|| format!("writing {}", args.output.display()))?;
+    write_page_file(&args.output, &cap.pages)?;
     let mut text = format!(
         "captured {} pages ({:.1} MiB) of pid {} ({}) into {}\n",
         cap.pages.len(),
@@ -63,5 +60,5 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ""
         }
     ));
-    super::estimate::emit(&text)
+    crate::shared::output::emit(&text)
 }

@@ -1,12 +1,12 @@
 //! `uzswap classes`: the zsmalloc size-class table of an empty pool, in the kernel's debugfs
 //! layout or as JSON.
 
-use std::io::Write;
-
 use anyhow::Context;
 use clap::Parser;
 use serde::Serialize;
 use uzswap_zsmalloc::{ChainRule, ClassTable, Pool, PoolConfig, DEFAULT_CHAIN_SIZE};
+
+use crate::shared::output::{emit, emit_json};
 
 /// Arguments of `uzswap classes`.
 #[derive(Parser, Debug)]
@@ -15,15 +15,11 @@ pub struct Args {
     #[arg(long, default_value_t = DEFAULT_CHAIN_SIZE)]
     pub chain_size: usize,
     /// Rule choosing pages per zspage: min-waste (today's kernel) or used-percent (seed 004).
-    #[arg(long, default_value = "min-waste", value_parser = parse_rule)]
+    #[arg(long, default_value = "min-waste", value_parser = crate::shared::parse::chain_rule)]
     pub chain_rule: ChainRule,
     /// Print one JSON object instead of the kernel's table.
     #[arg(long)]
     pub json: bool,
-}
-
-fn parse_rule(s: &str) -> Result<ChainRule, String> {
-    s.parse().map_err(|e: uzswap_zsmalloc::Error| e.to_string())
 }
 
 #[derive(Serialize)]
@@ -71,19 +67,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 })
                 .collect(),
         };
-        emit(&format!("{}\n", serde_json::to_string_pretty(&out)?))
+        emit_json(&out)
     } else {
         // An empty pool reserves address space only; its stats are the kernel's table.
         let pool = Pool::new(cfg).context("creating an empty pool")?;
         emit(&pool.stats().to_string())
-    }
-}
-
-/// Writes to stdout; a closed pipe (`uzswap classes | head`) is not an error.
-fn emit(text: &str) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.context("writing to stdout"),
     }
 }

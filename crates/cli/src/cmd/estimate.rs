@@ -8,15 +8,16 @@ use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use uzswap_compress::Algorithm;
-use uzswap_corpus::{
-    capture_pid_with, default_corpus_with, read_page_file, CaptureOptions, DefaultCorpusOptions,
-    Pages, PAGE_SIZE,
-};
+use uzswap_corpus::{DefaultCorpusOptions, Pages, PAGE_SIZE};
 use uzswap_estimate::{
     estimate_with_progress, Estimate, EstimateOptions, ZramMmStat, ZswapPrediction,
 };
 use uzswap_kernel::zram::{MmStat, Zram};
 use uzswap_zsmalloc::ChainRule;
+
+use crate::shared::output::emit;
+use crate::shared::pages::{self, PageSource};
+use crate::shared::timing::timed;
 
 /// `writeln!` into a String (which cannot fail).
 macro_rules! outln {
@@ -27,20 +28,6 @@ macro_rules! outln {
         use std::fmt::Write as _;
         let _ = writeln!($o, $($t)*);
     }};
-}
-
-/// Write a command's whole output to stdout. A closed pipe (`uzswap ... | head`) ends the
-/// output quietly instead of panicking like `println!`.
-pub(crate) fn emit(text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
-        _ => Ok(()),
-    }
 }
 
 /// Arguments of `uzswap estimate`.
@@ -58,13 +45,13 @@ pub struct Args {
     pub default_corpus: bool,
     /// Compressor (lz4, lzo, lzo-rle, zstd[:LEVEL], deflate[:LEVEL]); repeat for several.
     /// Default: lz4 and lzo-rle.
-    #[arg(long = "compressor", value_parser = parse_alg)]
+    #[arg(long = "compressor", value_parser = crate::shared::parse::compressor)]
     pub compressors: Vec<Algorithm>,
     /// zsmalloc chain size (1..16); repeat for several. Default: 8.
     #[arg(long = "chain-size")]
     pub chain_sizes: Vec<usize>,
     /// Rule choosing pages per zspage: min-waste (today's kernel) or used-percent.
-    #[arg(long, default_value = "min-waste", value_parser = parse_rule)]
+    #[arg(long, default_value = "min-waste", value_parser = crate::shared::parse::chain_rule)]
     pub chain_rule: ChainRule,
     /// Use at most this many pages (captures stop there; default corpus size).
     #[arg(long)]
@@ -86,46 +73,20 @@ pub struct Args {
     pub kernel_chain_size: usize,
 }
 
-fn parse_alg(s: &str) -> Result<Algorithm, String> {
-    s.parse().map_err(|e: uzswap_compress::Error| e.to_string())
-}
-
-fn parse_rule(s: &str) -> Result<ChainRule, String> {
-    s.parse().map_err(|e: uzswap_zsmalloc::Error| e.to_string())
-}
-
 fn load_pages(args: &Args) -> anyhow::Result<Pages> {
-    let mut pages = if let Some(pid) = args.pid {
-        let cap = capture_pid_with(
-            pid,
-            &CaptureOptions {
-                max_pages: args.max_pages,
-            },
-        )
-        .context("capturing process memory")?;
-        if cap.ranges_skipped > 0 && !args.json {
-            eprintln!(
-                "uzswap: note: {} unreadable ranges of pid {pid} skipped ({} pages)",
-                cap.ranges_skipped, cap.pages_skipped
-            );
-        }
-        cap.pages
+    if args.max_pages == Some(0) {
+        anyhow::bail!("--max-pages must be at least 1");
+    }
+    let source = if let Some(pid) = args.pid {
+        PageSource::Pid(pid)
     } else if let Some(f) = &args.file {
-        read_page_file(f).context("reading the page file")?
+        PageSource::File(f.clone())
     } else {
-        let mut o = DefaultCorpusOptions::default();
-        if let Some(m) = args.max_pages {
-            o.max_pages = m;
+        PageSource::Default {
+            pages: DefaultCorpusOptions::default().max_pages,
         }
-        default_corpus_with(&o).context("building the default corpus")?
     };
-    if let Some(m) = args.max_pages {
-        pages.truncate(m);
-    }
-    if pages.is_empty() {
-        anyhow::bail!("no pages to estimate ({})", pages.source());
-    }
-    Ok(pages)
+    pages::load(&source, args.max_pages, args.json)
 }
 
 fn progress_bar() -> Option<indicatif::ProgressBar> {
@@ -215,9 +176,9 @@ fn validate_zram(
     let mut out = Vec::new();
     for (alg, pred) in usable.iter().zip(&est.results) {
         zram.configure(alg.kernel_name(), (pages.len() * PAGE_SIZE) as u64)?;
-        let t = std::time::Instant::now();
-        zram.write_direct(0, pages.as_bytes())?;
-        let write_ns = t.elapsed().as_nanos() as f64 / pages.len() as f64;
+        let (t, res) = timed(|| zram.write_direct(0, pages.as_bytes()));
+        res?;
+        let write_ns = t.wall.as_nanos() as f64 / pages.len() as f64;
         let kernel = to_zram(&zram.mm_stat()?);
         zram.reset()?;
         let p = pred.zram_mm_stat.mem_used_total as f64;
@@ -270,7 +231,8 @@ fn validate_zswap(
     for alg in algs.iter().copied().filter(|a| a.is_kernel_default()) {
         if let Err(e) = params.set("compressor", alg.kernel_name()) {
             notes.push(format!(
-                "zswap: compressor {alg} not accepted by the kernel: {e}"
+                "zswap: compressor {alg} not accepted by the kernel: {}",
+                uzswap_kernel::error_chain(&e)
             ));
             continue;
         }

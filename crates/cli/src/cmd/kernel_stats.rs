@@ -6,6 +6,8 @@ use clap::Parser;
 use serde_json::{Map, Value};
 use uzswap_kernel::{debugfs, meminfo, vmstat, zram};
 
+use crate::shared::output::{emit, emit_json};
+
 /// Arguments of `uzswap kernel-stats`.
 #[derive(Parser, Debug)]
 pub struct Args {
@@ -31,7 +33,10 @@ fn collect(dev: u32) -> anyhow::Result<(Rows, Vec<String>)> {
             }
         }
         Err(e) => {
-            notes.push(format!("zswap debugfs counters unavailable: {e}"));
+            notes.push(format!(
+                "zswap debugfs counters unavailable: {}",
+                uzswap_kernel::error_chain(&e)
+            ));
             for name in debugfs::ZSWAP_COUNTERS {
                 rows.push((name.to_string(), None));
             }
@@ -69,9 +74,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         if !notes.is_empty() {
             obj.insert("notes".into(), Value::from(notes));
         }
-        let mut text = serde_json::to_string_pretty(&Value::Object(obj))?;
-        text.push('\n');
-        super::estimate::emit(&text)?;
+        emit_json(&Value::Object(obj))?;
     } else {
         for n in &notes {
             eprintln!("uzswap: note: {n}");
@@ -82,7 +85,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 text.push_str(&format!("{k} {v}\n"));
             }
         }
-        super::estimate::emit(&text)?;
+        emit(&text)?;
     }
     Ok(())
 }

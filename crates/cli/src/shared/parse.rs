@@ -1,0 +1,15 @@
+// SPDX-License-Identifier: MIT
+//! clap value parsers for the names every command takes the same way.
+
+use uzswap_compress::Algorithm;
+use uzswap_zsmalloc::ChainRule;
+
+/// `--compressor`: lz4, lzo, lzo-rle, zstd[:LEVEL], deflate[:LEVEL].
+pub fn compressor(s: &str) -> Result<Algorithm, String> {
+    s.parse().map_err(|e: uzswap_compress::Error| e.to_string())
+}
+
+/// `--chain-rule`: min-waste or used-percent.
+pub fn chain_rule(s: &str) -> Result<ChainRule, String> {
+    s.parse().map_err(|e: uzswap_zsmalloc::Error| e.to_string())
+}
