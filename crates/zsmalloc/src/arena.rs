@@ -15,8 +15,8 @@
 //!    (a huge page, or prefaulted);
 //! 3. a free run of that length given back to the OS earlier, the lowest first (then the open
 //!    chunk's tail if it was not resident: both fault, the holes keep memory packed);
-//! 4. a new open chunk: one the prefault thread has populated, else the lowest chunk given
-//!    back earlier, else a never used one;
+//! 4. a new open chunk: one the prefault thread has faulted in, else the lowest chunk given
+//!    back earlier, else a never used one (see the huge-page regions below);
 //! 5. when the address space is exhausted, a longer free run, split.
 //!
 //! Lowest-address-first reuse keeps the live zspages packed into the low chunks, so the high
@@ -37,19 +37,24 @@
 //! kernel does.
 //!
 //! **Huge pages** ([`MemoryPolicy::transparent_huge_pages`], used only where the kernel's THP
-//! mode is not `never`): the reservation is `MADV_HUGEPAGE`, so a chunk's first touch faults in
-//! one 2 MiB page: 0.3-0.5 µs per 4 KiB on the test VM when the guest has recently freed
-//! memory, but 3-10 µs per 4 KiB when the hypervisor must back the huge page again (a VM with
-//! free page reporting gets back free 2 MiB blocks after about two seconds; 4 KiB faults are
-//! served from memory that is never reported). RSS then grows in 2 MiB steps: the open chunk's
+//! mode is not `never`): the first half of the reservation is `MADV_HUGEPAGE`, the second
+//! `MADV_NOHUGEPAGE` (see `Chunks`). A huge-page chunk's first touch faults in one 2 MiB page:
+//! 0.3-0.5 µs per 4 KiB on the test VM when the guest has recently freed memory, but 3-10 µs
+//! per 4 KiB when the hypervisor must back the page again (a VM with free page reporting gets
+//! back free 2 MiB blocks after about two seconds; 4 KiB faults are served from memory that is
+//! never reported): 1.5-2 µs per 4 KiB is what small pages cost either way. Huge pages also
+//! spare the pool's readers TLB misses. RSS then grows in 2 MiB steps: the open chunk's
 //! uncarved tail is resident but holds no zspage ([`Arena::slack_pages`]).
 //!
 //! **Prefaulting** ([`MemoryPolicy::prefault_chunks`]): a background thread per arena keeps
-//! that many chunks populated ahead of the open one, so a growing pool's stores do not wait
-//! for the kernel to clear and map memory (or for the hypervisor to back it). The cost is
-//! memory: up to `prefault_chunks` × 2 MiB resident beyond the pool's pages while it grows,
-//! returned after the decay time once it stops growing, and the thread's CPU time (it is not
-//! free; it runs beside the caller instead of in its path).
+//! that many huge-page chunks faulted in ahead of the open one, so a growing pool's stores do
+//! not wait for the kernel to clear and map memory, nor for the hypervisor to back it. When
+//! the pool outruns the thread, the chunk it must open at once comes from the small-page
+//! region and is faulted in 4 KiB at a time as it is carved. The cost is memory, up to
+//! `prefault_chunks` × 2 MiB resident beyond the pool's pages while it grows (returned after
+//! the decay time once it stops growing), and the thread's CPU time: the work is not saved,
+//! it runs beside the caller instead of in its path. Without prefaulting, a huge-page arena
+//! opens huge-page chunks on the allocating thread.
 //!
 //! Under Miri (no mmap) the reservation is a zeroed heap allocation, `MADV_DONTNEED` is
 //! emulated by zero-filling and there is no prefault thread, so the pool's logic and its
@@ -162,6 +167,67 @@ impl Chunk {
     };
 }
 
+/// The huge-page region (chunks below `small_base`, `MADV_HUGEPAGE`) and the small-page region
+/// (the rest, `MADV_NOHUGEPAGE`). Only the prefault thread takes new chunks from the huge
+/// region when it runs: a chunk the pool must open at once, with none prefaulted, comes from
+/// the small region and faults 4 KiB pages as they are needed (1.5-2 µs each) instead of a
+/// whole huge page up front (up to 5 ms when the hypervisor backs it). Without huge pages
+/// everything is the small region.
+struct Chunks {
+    /// Chunks `0..huge.len()` ever used.
+    huge: Vec<Chunk>,
+    /// Chunks `small_base..small_base + small.len()` ever used.
+    small: Vec<Chunk>,
+    small_base: u32,
+}
+
+/// Regions, as indices of `ArenaInner::returned`.
+const HUGE: usize = 0;
+const SMALL: usize = 1;
+
+impl Chunks {
+    fn region(&self, c: u32) -> usize {
+        if c < self.small_base {
+            HUGE
+        } else {
+            SMALL
+        }
+    }
+
+    fn get(&self, c: u32) -> Chunk {
+        let v = match self.region(c) {
+            HUGE => self.huge.get(c as usize),
+            _ => self.small.get((c - self.small_base) as usize),
+        };
+        v.copied().unwrap_or(Chunk::IDLE)
+    }
+
+    fn get_mut(&mut self, c: u32) -> &mut Chunk {
+        let (v, i) = match self.region(c) {
+            HUGE => (&mut self.huge, c as usize),
+            _ => (&mut self.small, (c - self.small_base) as usize),
+        };
+        if i >= v.len() {
+            v.resize(i + 1, Chunk::IDLE);
+        }
+        &mut v[i]
+    }
+
+    /// Every chunk ever used.
+    fn ids(&self) -> impl Iterator<Item = u32> {
+        (0..self.huge.len() as u32)
+            .chain(self.small_base..self.small_base + self.small.len() as u32)
+    }
+
+    /// The region's first chunk never used.
+    fn next_new(&self, region: usize) -> u32 {
+        match region {
+            HUGE => self.huge.len() as u32,
+            _ => self.small_base + self.small.len() as u32,
+        }
+    }
+}
+
 /// Memory to give back to the OS, decided under the arena lock and done after dropping it.
 enum Release {
     /// A wholly free chunk: one `madvise`, then the chunk goes to `returned`.
@@ -171,17 +237,16 @@ enum Release {
 }
 
 struct ArenaInner {
-    /// Chunks ever touched (index = chunk number); chunks from `chunks.len()` on were never
-    /// used.
-    chunks: Vec<Chunk>,
+    /// Chunks ever touched, per region (see [`Chunks`]).
+    chunks: Chunks,
     /// The chunk being carved and its next uncarved frame.
     open: Option<(u32, u32)>,
     /// `cached[n]`: first frames of free, resident runs of `n` frames.
     cached: Vec<BTreeSet<u32>>,
     /// `discarded[n]`: first frames of free runs of `n` frames given back to the OS.
     discarded: Vec<BTreeSet<u32>>,
-    /// Chunks given back whole, reusable (lowest first).
-    returned: BTreeSet<u32>,
+    /// Chunks given back whole, reusable (lowest first), per region.
+    returned: [BTreeSet<u32>; 2],
     /// Chunks handed to the prefault thread, oldest first.
     prepared: VecDeque<u32>,
     /// Pages in `cached`.
@@ -215,8 +280,8 @@ pub(crate) struct Arena {
     /// The mapping as made by `sys::reserve` (it starts before `base`: aligned to a chunk).
     map_base: *mut u8,
     map_len: usize,
-    /// The reservation is `MADV_HUGEPAGE` (see the module docs).
-    huge: bool,
+    /// Chunks below this one are the huge-page region (see `Chunks`); 0 without huge pages.
+    small_base: u32,
     epoch: Instant,
     inner: Mutex<ArenaInner>,
     prefault: Arc<Prefault>,
@@ -237,11 +302,7 @@ impl ArenaInner {
     }
 
     fn chunk(&mut self, c: u32) -> &mut Chunk {
-        let c = c as usize;
-        if c >= self.chunks.len() {
-            self.chunks.resize(c + 1, Chunk::IDLE);
-        }
-        &mut self.chunks[c]
+        self.chunks.get_mut(c)
     }
 
     /// Takes a resident free run of `n` frames, the lowest first.
@@ -317,8 +378,9 @@ impl ArenaInner {
         }
         let decay = self.policy.free_page_decay_ms;
         let mut next = u64::MAX;
-        for c in 0..self.chunks.len() as u32 {
-            let ch = self.chunks[c as usize];
+        let ids: Vec<u32> = self.chunks.ids().collect();
+        for c in ids {
+            let ch = self.chunks.get(c);
             if ch.cached == 0 {
                 continue;
             }
@@ -332,7 +394,7 @@ impl ArenaInner {
         // Chunks prefaulted for a pool that stopped growing.
         let mut keep = VecDeque::new();
         while let Some(c) = self.prepared.pop_front() {
-            let expiry = self.chunks[c as usize].last_free.saturating_add(decay);
+            let expiry = self.chunks.get(c).last_free.saturating_add(decay);
             if expiry <= now && self.unprepare(c, prefault, out) {
                 continue;
             }
@@ -359,7 +421,8 @@ impl ArenaInner {
         if queued.is_some() {
             // Never populated: nothing to give back.
             ch.state = ChunkState::Idle;
-            self.returned.insert(c);
+            let r = self.chunks.region(c);
+            self.returned[r].insert(c);
         } else {
             ch.state = ChunkState::Returning;
             out.push(Release::Chunk(c));
@@ -372,12 +435,12 @@ impl ArenaInner {
     /// goes back whole and splits no huge page).
     fn take_oldest(&mut self, target: usize, out: &mut Vec<Release>) {
         if self.cached_pages > target {
-            let mut order: Vec<(u64, u16, u32)> = (0..self.chunks.len() as u32)
-                .filter(|&c| self.chunks[c as usize].cached > 0)
-                .map(|c| {
-                    let ch = &self.chunks[c as usize];
-                    (ch.last_free, ch.used, c)
-                })
+            let mut order: Vec<(u64, u16, u32)> = self
+                .chunks
+                .ids()
+                .map(|c| (c, self.chunks.get(c)))
+                .filter(|(_, ch)| ch.cached > 0)
+                .map(|(c, ch)| (ch.last_free, ch.used, c))
                 .collect();
             order.sort_unstable();
             for (_, _, c) in order {
@@ -396,8 +459,9 @@ impl ArenaInner {
     /// Releases every cached run into `out`; returns the cached pages released.
     fn take_all(&mut self, out: &mut Vec<Release>) -> usize {
         let mut pages = 0;
-        for c in 0..self.chunks.len() as u32 {
-            if self.chunks[c as usize].cached > 0 {
+        let ids: Vec<u32> = self.chunks.ids().collect();
+        for c in ids {
+            if self.chunks.get(c).cached > 0 {
                 pages += self.release_chunk(c, usize::MAX, out);
             }
         }
@@ -436,23 +500,34 @@ impl Arena {
         };
         // SAFETY: pad < slack, so base..base+frames*PAGE_SIZE stays in the mapping.
         let base = unsafe { map_base.add(pad) };
+        let chunk_count = frames.div_ceil(CHUNK_FRAMES) as u32;
+        // The first half of the chunks is the huge-page region (see `Chunks`).
+        let small_base = if huge { chunk_count.div_ceil(2) } else { 0 };
         if huge {
-            // SAFETY: the range is our own reservation.
-            unsafe { sys::advise_huge(base, frames * PAGE_SIZE) };
+            let split = (small_base as usize * CHUNK_FRAMES).min(frames) * PAGE_SIZE;
+            // SAFETY: both ranges are inside our own reservation.
+            unsafe {
+                sys::advise(base, split, true);
+                sys::advise(base.add(split), frames * PAGE_SIZE - split, false);
+            }
         }
         Ok(Arena {
             base,
             frames,
             map_base,
             map_len,
-            huge,
+            small_base,
             epoch: Instant::now(),
             inner: Mutex::new(ArenaInner {
-                chunks: Vec::new(),
+                chunks: Chunks {
+                    huge: Vec::new(),
+                    small: Vec::new(),
+                    small_base,
+                },
                 open: None,
                 cached: vec![BTreeSet::new(); MAX_CHAIN_SIZE + 1],
                 discarded: vec![BTreeSet::new(); MAX_CHAIN_SIZE + 1],
-                returned: BTreeSet::new(),
+                returned: [BTreeSet::new(), BTreeSet::new()],
                 prepared: VecDeque::new(),
                 cached_pages: 0,
                 committed: if writable { frames } else { 0 },
@@ -540,25 +615,38 @@ impl Arena {
         true
     }
 
-    /// The next chunk to open or prepare: the lowest given back, else a never used one.
-    fn fresh_chunk(&self, g: &mut ArenaInner) -> Option<u32> {
-        let c = match g.returned.pop_first() {
-            Some(c) => c,
-            None => {
-                let c = g.chunks.len() as u32;
-                if c >= self.chunk_count() {
-                    return None;
+    /// The next chunk to open or prepare, from `region` if it has one (else the other): the
+    /// lowest given back, else a never used one.
+    fn fresh_chunk(&self, g: &mut ArenaInner, region: usize) -> Option<u32> {
+        for r in [region, 1 - region] {
+            let end = match r {
+                HUGE => g.chunks.small_base,
+                _ => self.chunk_count(),
+            };
+            let c = match g.returned[r].pop_first() {
+                Some(c) => c,
+                None => {
+                    let c = g.chunks.next_new(r);
+                    if c >= end {
+                        continue;
+                    }
+                    c
                 }
-                c
+            };
+            let last = c as usize * CHUNK_FRAMES + self.chunk_len(c);
+            if !self.commit_to(g, last) {
+                g.returned[r].insert(c);
+                return None;
             }
-        };
-        let end = c as usize * CHUNK_FRAMES + self.chunk_len(c);
-        if !self.commit_to(g, end) {
-            g.returned.insert(c);
-            return None;
+            *g.chunk(c) = Chunk::IDLE;
+            return Some(c);
         }
-        *g.chunk(c) = Chunk::IDLE;
-        Some(c)
+        None
+    }
+
+    /// Whether chunk `c`'s frames not yet handed out are resident: faulted in as a whole.
+    fn tail_resident(g: &ArenaInner, c: u32) -> bool {
+        g.chunks.get(c).populated || g.chunks.region(c) == HUGE
     }
 
     /// Opens a new chunk for carving (the previous open one's tail, too short for the run
@@ -581,7 +669,14 @@ impl Arena {
             }
             None => {
                 drop(st);
-                self.fresh_chunk(g)
+                // Nothing prefaulted: a small-page chunk, faulted in as it is carved, unless
+                // this pool has no prefault thread to give it huge pages.
+                let region = if g.policy.prefault_chunks == 0 {
+                    HUGE
+                } else {
+                    SMALL
+                };
+                self.fresh_chunk(g, region)
             }
         };
         let Some(c) = next else { return false };
@@ -589,10 +684,11 @@ impl Arena {
             let end = o * CHUNK_FRAMES as u32 + self.chunk_len(o) as u32;
             let tail = (end - cursor) as usize;
             let now = self.now_ms();
+            let resident = Self::tail_resident(g, o);
             let ch = g.chunk(o);
             ch.state = ChunkState::Carved;
             if tail > 0 {
-                if ch.populated || self.huge {
+                if resident {
                     ch.cached += tail as u16;
                     ch.last_free = now;
                     g.cached[tail].insert(cursor);
@@ -617,9 +713,8 @@ impl Arena {
         let end = c * CHUNK_FRAMES as u32 + self.chunk_len(c) as u32;
         if (end - cursor) as usize >= n {
             g.open = Some((c, cursor + n as u32));
-            let ch = g.chunk(c);
-            ch.used += n as u16;
-            let resident = ch.populated;
+            g.chunk(c).used += n as u16;
+            let resident = g.chunks.get(c).populated;
             g.top = g.top.max((cursor as usize) + n);
             Some((cursor, resident))
         } else {
@@ -635,7 +730,9 @@ impl Arena {
         let want = g.policy.prefault_chunks;
         let mut added = false;
         while g.prepared.len() < want {
-            let Some(c) = self.fresh_chunk(g) else { break };
+            let Some(c) = self.fresh_chunk(g, HUGE) else {
+                break;
+            };
             let now = self.now_ms();
             let ch = g.chunk(c);
             ch.state = ChunkState::Prepared;
@@ -676,8 +773,7 @@ impl Arena {
             let mut got = g.take_cached(n).map(|f| (f, true));
             // The open chunk's tail before the holes given back, if it is resident; else the
             // holes first (both fault, and the holes keep memory packed).
-            let tail_resident =
-                self.huge || g.open.is_some_and(|(c, _)| g.chunks[c as usize].populated);
+            let tail_resident = g.open.is_some_and(|(c, _)| Self::tail_resident(&g, c));
             if got.is_none() && tail_resident {
                 got = self.carve(&mut g, n);
             }
@@ -727,7 +823,7 @@ impl Arena {
     /// Faults in frames `[first, first + n)`.
     fn fault_in(&self, first: usize, n: usize) {
         let start = first * PAGE_SIZE;
-        if self.huge {
+        if first / CHUNK_FRAMES < self.small_base as usize {
             // The first write faults in the whole 2 MiB page, which covers the next runs too
             // (a populate syscall per run would be wasted).
             for k in 0..n {
@@ -818,7 +914,8 @@ impl Arena {
             match r {
                 Release::Chunk(c) => {
                     *g.chunk(c) = Chunk::IDLE;
-                    g.returned.insert(c);
+                    let r = g.chunks.region(c);
+                    g.returned[r].insert(c);
                 }
                 Release::Run(f, n) => {
                     g.discarded[n].insert(f);
@@ -876,8 +973,7 @@ impl Arena {
     pub(crate) fn slack_pages(&self) -> usize {
         let g = self.inner.lock();
         let open = g.open.map_or(0, |(c, cursor)| {
-            let ch = g.chunks[c as usize];
-            if ch.populated || self.huge {
+            if Self::tail_resident(&g, c) {
                 c as usize * CHUNK_FRAMES + self.chunk_len(c) - cursor as usize
             } else {
                 0
@@ -1087,11 +1183,21 @@ mod sys {
         debug_assert_eq!(r, 0, "madvise(MADV_DONTNEED) failed");
     }
 
+    /// Marks the range for huge pages or against them.
+    ///
     /// # Safety
     /// The range must be inside a reservation of ours.
-    pub(super) unsafe fn advise_huge(base: *mut u8, len: usize) {
+    pub(super) unsafe fn advise(base: *mut u8, len: usize, huge: bool) {
+        if len == 0 {
+            return;
+        }
+        let advice = if huge {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
         // SAFETY: only sets a flag on our own mapping; failure (THP disabled) is harmless.
-        let _ = unsafe { libc::madvise(base.cast(), len, libc::MADV_HUGEPAGE) };
+        let _ = unsafe { libc::madvise(base.cast(), len, advice) };
     }
 
     /// # Safety
@@ -1155,7 +1261,7 @@ mod sys {
 
     /// # Safety
     /// Nothing to do: the heap stand-in has no huge pages.
-    pub(super) unsafe fn advise_huge(_base: *mut u8, _len: usize) {}
+    pub(super) unsafe fn advise(_base: *mut u8, _len: usize, _huge: bool) {}
 
     /// # Safety
     /// Nothing to do: the heap stand-in is always resident.
@@ -1242,7 +1348,7 @@ mod tests {
         }
         {
             let g = a.inner.lock();
-            assert!(g.returned.contains(&0), "chunk 0 given back whole");
+            assert!(g.returned[SMALL].contains(&0), "chunk 0 given back whole");
             assert!((1..=MAX_CHAIN_SIZE).all(|n| g.discarded[n].range(0..512).next().is_none()));
         }
         // The open chunk is full: the next run opens the lowest returned chunk.
@@ -1378,5 +1484,40 @@ mod tests {
             a.purge_expired();
         }
         assert_eq!(a.trim(), 0);
+    }
+
+    #[test]
+    fn huge_pages_come_from_the_prefault_thread_small_ones_on_demand() {
+        let a = Arena::with_policy(
+            8 * CHUNK_FRAMES,
+            MemoryPolicy {
+                transparent_huge_pages: true,
+                prefault_chunks: 1,
+                ..MemoryPolicy::default()
+            },
+        )
+        .unwrap();
+        let small_base = a.small_base;
+        // Nothing prefaulted yet: the first chunk is a small-page one, faulted in as carved.
+        let first = a.alloc_run(4).unwrap();
+        assert_eq!(first / CHUNK_FRAMES as u32, small_base);
+        if cfg!(miri) {
+            return;
+        }
+        // The prefault thread gets a huge-page chunk (if THP is available at all).
+        let prepared = a.inner.lock().prepared[0];
+        assert_eq!(prepared < small_base, small_base > 0);
+        // Once the open chunk is full, the prefaulted one is opened.
+        let runs: Vec<u32> = (0..128).map(|_| a.alloc_run(4).unwrap()).collect();
+        assert_eq!(runs[127], prepared * CHUNK_FRAMES as u32);
+        // SAFETY: the run is ours alone in this test.
+        unsafe { a.write(runs[127] as usize * PAGE_SIZE, &[9u8; 4 * PAGE_SIZE]) };
+        for r in runs.into_iter().chain([first]) {
+            a.free_run(r, 4);
+            assert!(a.cached_pages() <= DEFAULT_MAX_CACHED_PAGES);
+        }
+        let cached = a.cached_pages();
+        assert_eq!(a.trim(), cached);
+        assert_eq!(a.cached_pages(), 0);
     }
 }
