@@ -8,13 +8,17 @@
 //!   deflate/inflate streams per level, the LZO dictionary. They live in `thread_local!` caches
 //!   inside each codec module, are created on a thread's first use of that codec and are never
 //!   allocated per page.
-//! - A kernel-exact LZO1X-1 / LZO-RLE compressor and a bounds-checked LZO1X decompressor written
-//!   in Rust (module `lzo`). "Kernel-exact" means the same compressed bytes, hence the same size
-//!   per page, as the kernel's `lib/lzo` on x86-64; the estimator relies on it.
+//! - `lzo` and `lzo-rle` through the crate `uzswap-lzo` (re-exported as [`lzo`]): a kernel-exact
+//!   LZO1X-1 / LZO-RLE compressor and a bounds-checked LZO1X decompressor in Rust. That crate
+//!   follows the kernel's `lib/lzo` closely and is GPL-2.0-only like it, so it is used behind
+//!   the cargo feature `kernel-lzo` (on by default). Without the feature this crate is MIT
+//!   only and `lzo`/`lzo-rle` give [`Error::NotBuiltIn`] (docs/licensing.md). "Kernel-exact"
+//!   means the same compressed bytes, hence the same size per page, as the kernel's `lib/lzo`
+//!   on x86-64; the estimator relies on it.
 //! - [`compress_kernel_exact`]: sizes as the kernel computes them, also for lz4 (a Rust copy of
 //!   the kernel's older LZ4 rules, module `lz4_kernel`; the store path keeps the faster liblz4).
 //!
-//! Verified per page against zram0 (tests/kernel_sizes.rs): lzo, lzo-rle and kernel-exact lz4
+//! Verified per page against zram0 (crates/conformance/tests/compress_sizes_match_zram.rs): lzo, lzo-rle and kernel-exact lz4
 //! match on 100 % of ~2000 real pages; liblz4 1.10 on ~95.5 %.
 //!
 //! Data layout: stateless API; each codec module keeps its thread-local context cache
@@ -32,12 +36,17 @@ use std::str::FromStr;
 mod deflate;
 mod lz4;
 mod lz4_kernel;
-pub mod lzo;
+mod lzo_codec;
 mod tls;
 mod zstd_codec;
 
-/// Bytes in one page: the unit everything above this crate compresses.
-pub const PAGE_SIZE: usize = 4096;
+/// The kernel-derived LZO crate (GPL-2.0-only), with the `kernel-lzo` feature.
+#[cfg(feature = "kernel-lzo")]
+pub use uzswap_lzo as lzo;
+
+/// Bytes in one page: the unit everything above this crate compresses (re-exported from
+/// `uzswap-types`).
+pub use uzswap_types::PAGE_SIZE;
 
 /// A destination this large always suffices to compress one 4 KiB page with any algorithm and
 /// level (the largest bound is LZO's worst case, 4096 + 4096/16 + 64 + 3 = 4419; zram uses
@@ -123,12 +132,21 @@ impl Algorithm {
         )
     }
 
+    /// Whether this build can compress and decompress with the algorithm: everything but `lzo`
+    /// and `lzo-rle`, which need the cargo feature `kernel-lzo` (on by default).
+    pub fn is_built_in(self) -> bool {
+        match self {
+            Algorithm::Lzo | Algorithm::LzoRle => lzo_codec::BUILT_IN,
+            _ => true,
+        }
+    }
+
     /// An upper bound on the compressed size of `src_len` input bytes; a destination of this
     /// size never gets [`Error::DstTooSmall`].
     pub fn max_compressed_len(self, src_len: usize) -> usize {
         match self {
             Algorithm::Lz4 => lz4::bound(src_len),
-            Algorithm::Lzo | Algorithm::LzoRle => lzo::worst_compressed_len(src_len),
+            Algorithm::Lzo | Algorithm::LzoRle => lzo_codec::worst_compressed_len(src_len),
             Algorithm::Zstd { .. } => zstd_codec::bound(src_len),
             Algorithm::Deflate { .. } => deflate::bound(src_len),
         }
@@ -208,6 +226,8 @@ pub enum Error {
         algorithm: &'static str,
         reason: String,
     },
+    #[error("{0} is not built in (uzswap-compress was built without its GPL-2.0-only cargo feature `kernel-lzo`)")]
+    NotBuiltIn(&'static str),
 }
 
 /// Compresses `src` into `dst` and returns the compressed length.
@@ -218,8 +238,8 @@ pub enum Error {
 pub fn compress(alg: Algorithm, src: &[u8], dst: &mut [u8]) -> Result<usize, Error> {
     match alg {
         Algorithm::Lz4 => lz4::compress(src, dst),
-        Algorithm::Lzo => lzo::compress(src, dst, lzo::Variant::Lzo),
-        Algorithm::LzoRle => lzo::compress(src, dst, lzo::Variant::LzoRle),
+        Algorithm::Lzo => lzo_codec::compress(src, dst, false),
+        Algorithm::LzoRle => lzo_codec::compress(src, dst, true),
         Algorithm::Zstd { level } => zstd_codec::compress(level, src, dst),
         Algorithm::Deflate { level } => deflate::compress(level, src, dst),
     }
@@ -228,7 +248,7 @@ pub fn compress(alg: Algorithm, src: &[u8], dst: &mut [u8]) -> Result<usize, Err
 /// Compresses `src` into output whose size equals, page for page, what the running kernel's
 /// compressor produces (what zram's `compr_data_size` and the zswap pool account).
 ///
-/// - `lzo`, `lzo-rle`: identical to [`compress`] (the crate's LZO *is* the kernel's algorithm).
+/// - `lzo`, `lzo-rle`: identical to [`compress`] (`uzswap-lzo` *is* the kernel's algorithm).
 /// - `lz4`: a Rust re-implementation of the kernel's older LZ4 (module `lz4_kernel`), which
 ///   differs from liblz4 1.10 on a few % of pages by 1-4 bytes. Slower than [`compress`]; meant
 ///   for the estimator, not the store path. Any LZ4 decoder reads its output.
@@ -251,7 +271,7 @@ pub fn decompress(alg: Algorithm, src: &[u8], dst: &mut [u8]) -> Result<usize, E
         Algorithm::Lz4 => lz4::decompress(src, dst),
         // The kernel decodes both with one decompressor: lzo-rle streams carry a version
         // header that plain LZO streams never start with.
-        Algorithm::Lzo | Algorithm::LzoRle => lzo::decompress(src, dst),
+        Algorithm::Lzo | Algorithm::LzoRle => lzo_codec::decompress(src, dst),
         Algorithm::Zstd { .. } => zstd_codec::decompress(src, dst),
         Algorithm::Deflate { .. } => deflate::decompress(src, dst),
     }

@@ -1,3 +1,41 @@
+// SPDX-License-Identifier: MIT AND BSD-2-Clause
+//
+// Follows the Linux kernel's lib/lz4/lz4_compress.c (an import of LZ4 1.7.x), which carries
+// this notice and terms (BSD-2-Clause); the changes and the Rust code are MIT (LICENSE):
+//
+// LZ4 - Fast LZ compression algorithm
+// Copyright (C) 2011 - 2016, Yann Collet.
+// BSD 2 - Clause License (http://www.opensource.org/licenses/bsd - license.php)
+// Redistribution and use in source and binary forms, with or without
+// modification, are permitted provided that the following conditions are
+// met:
+//     * Redistributions of source code must retain the above copyright
+//       notice, this list of conditions and the following disclaimer.
+//     * Redistributions in binary form must reproduce the above
+// copyright notice, this list of conditions and the following disclaimer
+// in the documentation and/or other materials provided with the
+// distribution.
+// THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS AND CONTRIBUTORS
+// "AS IS" AND ANY EXPRESS OR IMPLIED WARRANTIES, INCLUDING, BUT NOT
+// LIMITED TO, THE IMPLIED WARRANTIES OF MERCHANTABILITY AND FITNESS FOR
+// A PARTICULAR PURPOSE ARE DISCLAIMED. IN NO EVENT SHALL THE COPYRIGHT
+// OWNER OR CONTRIBUTORS BE LIABLE FOR ANY DIRECT, INDIRECT, INCIDENTAL,
+// SPECIAL, EXEMPLARY, OR CONSEQUENTIAL DAMAGES (INCLUDING, BUT NOT
+// LIMITED TO, PROCUREMENT OF SUBSTITUTE GOODS OR SERVICES; LOSS OF USE,
+// DATA, OR PROFITS; OR BUSINESS INTERRUPTION) HOWEVER CAUSED AND ON ANY
+// THEORY OF LIABILITY, WHETHER IN CONTRACT, STRICT LIABILITY, OR TORT
+// (INCLUDING NEGLIGENCE OR OTHERWISE) ARISING IN ANY WAY OUT OF THE USE
+// OF THIS SOFTWARE, EVEN IF ADVISED OF THE POSSIBILITY OF SUCH DAMAGE.
+// You can contact the author at :
+//     - LZ4 homepage : http://www.lz4.org
+//     - LZ4 source repository : https://github.com/lz4/lz4
+//
+//     Changed for kernel usage by:
+//     Sven Schmidt <4sschmid@informatik.uni-hamburg.de>
+//
+// The binary-form condition is met by NOTICE at the repository root, which reproduces this
+// notice for every build that contains this code.
+
 //! A Rust LZ4 block compressor that reproduces the Linux kernel's `lib/lz4` output byte for byte.
 //!
 //! The kernel's LZ4 is an import of LZ4 1.7.x. liblz4 1.10 produces the same bytes on ~96 % of
@@ -5,7 +43,7 @@
 //! looking for a new match as soon as the *next* probe position would pass `iend - MFLIMIT`
 //! (`forwardIp > mflimit`), whereas LZ4 >= 1.9 allows a probe at `mflimit + 1` and so can
 //! still find a short match at `iend - 12` that the kernel leaves as literals.
-//! `tests/kernel_sizes.rs` checks the per-page size against zram's lz4.
+//! `crates/conformance/tests/compress_sizes_match_zram.rs` checks the per-page size against zram's lz4.
 //!
 //! The remaining choices are the 1.7-era ones both versions share: a 4 KiB-entry-per-table
 //! (LZ4_MEMORY_USAGE 14) hash of 4 bytes with 13 bits for inputs below 64 KiB + 11 ("byU16"),

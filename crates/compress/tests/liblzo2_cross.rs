@@ -1,5 +1,6 @@
 //! Cross-check the plain `lzo` format against Debian's liblzo2 (loaded with dlopen; the test
 //! skips visibly when liblzo2.so.2 is not installed: `apt-get install liblzo2-2`).
+#![cfg(feature = "kernel-lzo")]
 
 use std::io::Write as _; // skip notices bypass the test harness's output capture
 mod common;

@@ -12,6 +12,8 @@ fn all_algorithms() -> Vec<Algorithm> {
     v.push("zstd:-3".parse().unwrap());
     v.push("deflate:1".parse().unwrap());
     v.push("deflate:9".parse().unwrap());
+    // lzo and lzo-rle only with the cargo feature kernel-lzo.
+    v.retain(|a| a.is_built_in());
     v
 }
 
@@ -223,7 +225,7 @@ proptest! {
             }
         }
         const GUARD: usize = 64;
-        for alg in [Algorithm::Lzo, Algorithm::LzoRle, Algorithm::Lz4] {
+        for alg in [Algorithm::Lzo, Algorithm::LzoRle, Algorithm::Lz4].into_iter().filter(|a| a.is_built_in()) {
             let bound = alg.max_compressed_len(len);
             let mut c = vec![0xEEu8; bound + GUARD];
             let n = compress(alg, &src, &mut c[..bound]).unwrap();
@@ -283,4 +285,35 @@ fn compressing_during_thread_teardown_works() {
         .join()
         .unwrap();
     }
+}
+
+/// Built without the cargo feature kernel-lzo, lzo and lzo-rle are refused with a clear error
+/// (and everything else still works).
+#[cfg(not(feature = "kernel-lzo"))]
+#[test]
+fn lzo_without_the_feature_is_not_built_in() {
+    let page = vec![7u8; PAGE];
+    let mut c = vec![0u8; MAX_COMPRESSED_LEN];
+    for alg in [Algorithm::Lzo, Algorithm::LzoRle] {
+        assert!(!alg.is_built_in());
+        let e = compress(alg, &page, &mut c).unwrap_err();
+        assert_eq!(e, uzswap_compress::Error::NotBuiltIn(alg.kernel_name()));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} is not built in (uzswap-compress was built without its GPL-2.0-only cargo \
+                 feature `kernel-lzo`)",
+                alg.kernel_name()
+            )
+        );
+        assert!(decompress(alg, &c[..10], &mut vec![0u8; PAGE]).is_err());
+    }
+    assert!(Algorithm::Lz4.is_built_in());
+    round_trip(Algorithm::Lz4, &page);
+}
+
+#[cfg(feature = "kernel-lzo")]
+#[test]
+fn lzo_with_the_feature_is_built_in() {
+    assert!(Algorithm::ALL_DEFAULTS.iter().all(|a| a.is_built_in()));
 }

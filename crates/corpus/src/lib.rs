@@ -32,8 +32,8 @@ pub use pagefile::{
 
 use std::path::PathBuf;
 
-/// Page size of every page this crate handles.
-pub const PAGE_SIZE: usize = 4096;
+/// Page size of every page this crate handles (re-exported from `uzswap-types`).
+pub use uzswap_types::PAGE_SIZE;
 
 /// Errors of capture, page files and the default corpus: one variant per cause. Variants
 /// caused by an I/O error keep it as their [`source`](std::error::Error::source) and do not

@@ -48,10 +48,14 @@ pub struct EstimateOptions {
 }
 
 impl Default for EstimateOptions {
-    /// lz4 and lzo-rle at chain size 8 with the kernel's min-waste rule.
+    /// lz4 and lzo-rle (when built in: cargo feature `kernel-lzo`) at chain size 8 with the
+    /// kernel's min-waste rule.
     fn default() -> Self {
         EstimateOptions {
-            compressors: vec![Algorithm::Lz4, Algorithm::LzoRle],
+            compressors: [Algorithm::Lz4, Algorithm::LzoRle]
+                .into_iter()
+                .filter(|a| a.is_built_in())
+                .collect(),
             chain_sizes: vec![8],
             chain_rule: ChainRule::MinWaste,
         }

@@ -10,7 +10,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const PAGE_SIZE: usize = 4096;
+use uzswap_types::PAGE_SIZE;
 /// pagemap bit 62: the page is in swap (which includes zswap and the zero map).
 const PM_SWAPPED: u64 = 1 << 62;
 /// pagemap bit 63: the page is in RAM.

@@ -12,8 +12,9 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Page size of zram's I/O and of this module's O_DIRECT buffers.
-pub const PAGE_SIZE: usize = 4096;
+/// Page size of zram's I/O and of this module's O_DIRECT buffers (re-exported from
+/// `uzswap-types`).
+pub use uzswap_types::PAGE_SIZE;
 
 /// `/sys/block/zramN/mm_stat`: bytes except the page counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -34,9 +34,8 @@ use std::path::PathBuf;
 pub use reader::TraceReader;
 pub use writer::TraceWriter;
 
-/// Page size of every page a trace refers to.
-// TODO(shape-core): use uzswap_types::PAGE_SIZE once uzswap-types lands.
-pub const PAGE_SIZE: usize = 4096;
+/// Page size of every page a trace refers to (re-exported from `uzswap-types`).
+pub use uzswap_types::PAGE_SIZE;
 
 /// The root cgroup's number; it always exists and cannot be removed.
 pub const ROOT: u32 = 0;

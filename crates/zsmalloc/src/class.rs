@@ -32,7 +32,8 @@ pub enum ChainRule {
     /// wasted bytes at the zspage's end; ties keep the shorter chain; power-of-two sizes use 1.
     #[default]
     MinWaste,
-    /// The rule of seed 004 (`get_pages_per_zspage`, up to v6.2): the chain length with the
+    /// The rule of "zsmalloc: turn zspage order into runtime variable" (v3, Oct 2022;
+    /// `get_pages_per_zspage`, up to v6.2): the chain length with the
     /// highest integer used-percentage; ties keep the shorter chain.
     UsedPercent,
 }
@@ -176,16 +177,18 @@ impl ClassTable {
         let mut huge_class_size = 0;
         for i in (0..NUM_CLASSES).rev() {
             let size = (MIN_ALLOC_SIZE + i * CLASS_DELTA).min(MAX_ALLOC_SIZE);
-            let ppz = cfg.chain_rule.pages_per_zspage(size, cfg.chain_size);
-            let opz = ppz * PAGE_SIZE / size;
-            let huge = ppz == 1 && opz == 1;
+            let pages_per_zspage = cfg.chain_rule.pages_per_zspage(size, cfg.chain_size);
+            let objs_per_zspage = pages_per_zspage * PAGE_SIZE / size;
+            let huge = pages_per_zspage == 1 && objs_per_zspage == 1;
             if !huge && huge_class_size == 0 {
                 // The +8 header is added before lookup, so any payload of at least
                 // size - 7 bytes lands above this class.
                 huge_class_size = size - (HANDLE_SIZE - 1);
             }
             if let Some(prev) = desc.last() {
-                if prev.pages_per_zspage == ppz && prev.objs_per_zspage == opz {
+                if prev.pages_per_zspage == pages_per_zspage
+                    && prev.objs_per_zspage == objs_per_zspage
+                {
                     map[i] = (desc.len() - 1) as u16;
                     continue;
                 }
@@ -193,8 +196,8 @@ impl ClassTable {
             desc.push(ClassInfo {
                 index: i,
                 size,
-                pages_per_zspage: ppz,
-                objs_per_zspage: opz,
+                pages_per_zspage,
+                objs_per_zspage,
                 huge,
             });
             map[i] = (desc.len() - 1) as u16;
@@ -321,8 +324,8 @@ mod tests {
         }
     }
 
-    /// Unique classes, largest normal class and huge_class_size for chain 4 / 8 / 16: seed 004's
-    /// counts for used-percent, kernel-notes' re-derivation for min-waste; same watermarks.
+    /// Unique classes, largest normal class and huge_class_size for chain 4 / 8 / 16: the counts of
+    /// "zsmalloc: turn zspage order into runtime variable" (v3) for used-percent, kernel-notes' re-derivation for min-waste; same watermarks.
     #[test]
     fn class_counts_and_watermarks_per_rule() {
         for (rule, uniques) in [
@@ -384,8 +387,8 @@ mod tests {
     }
 
     #[test]
-    fn seed_004_class_96_trace() {
-        // Seed 004: class #96 (1568 bytes) wastes 960/352/1312/704/96 bytes for 1..5 pages.
+    fn class_1568_waste_per_chain_length() {
+        // "zsmalloc: turn zspage order into runtime variable" (v3): class #96 (1568 bytes) wastes 960/352/1312/704/96 bytes for 1..5 pages.
         let wastes: Vec<usize> = (1..=5).map(|i| (i * PAGE_SIZE) % 1568).collect();
         assert_eq!(wastes, [960, 352, 1312, 704, 96]);
         assert_eq!(ChainRule::UsedPercent.pages_per_zspage(1568, 4), 2);

@@ -1,9 +1,25 @@
+// SPDX-License-Identifier: MIT
 //! uzswap-zsmalloc: the kernel's zsmalloc allocator in user space, on real OS pages.
 //!
 //! **Owns**: the size-class table (255 classes of 16-byte steps from 32 bytes, pages per
-//! zspage by the kernel's `min-waste` rule or seed 004's `used-percent` rule, chain size 1..16,
-//! merging, huge classes), zspages made of real memory, opaque handles, the 12 fullness groups,
-//! compaction and the debugfs-style per-class statistics.
+//! zspage by the kernel's `min-waste` rule or the `used-percent` rule of "zsmalloc: turn
+//! zspage order into runtime variable" (v3, Oct 2022), chain size 1..16, merging, huge
+//! classes), zspages made of real memory, opaque handles, the 12 fullness groups, compaction
+//! and the debugfs-style per-class statistics.
+//!
+//! **Modules** (one job each):
+//!
+//! | module | job |
+//! |---|---|
+//! | `class` | size classes: pages and objects per zspage, merging, huge classes ([`ClassTable`]) |
+//! | `pool` | [`Pool`]: creation, allocation (`zs_malloc`), free (`zs_free`), pages held |
+//! | `access` | handle resolution, reads ([`ObjRef`]), writes, prefetch hints |
+//! | `compact` | compaction (`zs_compact`) |
+//! | `zspage` | one class's zspages, fullness lists and free-slot lists (under the class lock) |
+//! | `fullness` | fullness groups (`ZS_INUSE_RATIO_*`) |
+//! | `handle` | handles, the per-object state word, the per-class handle tables |
+//! | `arena` | the pool's address space and real pages (the only unsafe memory access) |
+//! | `stats`, `check` | [`PoolStats`] (the kernel's debugfs table), the invariant checker |
 //!
 //! **Why zspages**: compressed pages are 30..4096 bytes; packing them into slots of fixed size
 //! classes, with a slot allowed to straddle the 4 KiB pages of a multi-page zspage, wastes
@@ -24,8 +40,8 @@
 //! free-run cache for reuse until they have been unused for a decay time or the cache exceeds
 //! its bound ([`MemoryPolicy`], default 1 s and 2 MiB; decay 0 is the kernel's behaviour), so
 //! RSS is `total_pages + cached_pages` ([`Pool::cached_pages`], returned by [`Pool::trim`],
-//! [`Pool::purge_expired`] and [`Pool::compact`]). `arena.rs` is the only module with unsafe operations. Huge classes
-//! hold one object per page with no header.
+//! [`Pool::purge_expired`] and [`Pool::compact`]). `arena.rs` is the only module with unsafe
+//! operations. Huge classes hold one object per page with no header.
 //!
 //! **Handles** (`handle.rs`): `generation:24 | class index:8 | slot:32`. Each class has its own
 //! table of entries `{state, loc}`; `state` carries the generation (stale handles fail with
@@ -41,23 +57,30 @@
 //! holder needs). The compactor holds one class lock at a time and only moves objects it can
 //! claim (no readers); a reader never sees a half-moved object. Page counters are atomics.
 
+mod access;
 mod arena;
+mod check;
 mod class;
+mod compact;
+mod fullness;
 mod handle;
 mod pool;
 mod stats;
+mod zspage;
 
+pub use access::ObjRef;
 pub use arena::{MemoryPolicy, DEFAULT_FREE_PAGE_DECAY_MS, DEFAULT_MAX_CACHED_PAGES};
 pub use class::{
     ChainRule, ClassInfo, ClassTable, PoolConfig, CLASS_DELTA, DEFAULT_CHAIN_SIZE, HANDLE_SIZE,
     MAX_ALLOC_SIZE, MAX_CHAIN_SIZE, MIN_ALLOC_SIZE, NUM_CLASSES,
 };
+pub use fullness::NR_FULLNESS_GROUPS;
 pub use handle::Handle;
-pub use pool::{ObjRef, Pool, NR_FULLNESS_GROUPS};
+pub use pool::Pool;
 pub use stats::{ClassStats, PoolStats};
 
-/// Size of a page, and of every frame of a zspage.
-pub const PAGE_SIZE: usize = 4096;
+/// Size of a page, and of every frame of a zspage (re-exported from `uzswap-types`).
+pub use uzswap_types::PAGE_SIZE;
 
 /// Errors of the allocator. The first three mirror `zs_malloc`'s `-EINVAL`, `-ENOSPC` and
 /// `-ENOMEM`.

@@ -1,8 +1,10 @@
+// SPDX-License-Identifier: MIT
 //! Pool statistics and the kernel's debugfs `classes` table layout.
 
 use std::fmt;
 
-use crate::pool::NR_FULLNESS_GROUPS;
+use crate::fullness::NR_FULLNESS_GROUPS;
+use crate::pool::Pool;
 
 /// One row of the kernel's `/sys/kernel/debug/zsmalloc/<pool>/classes`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,5 +108,100 @@ impl fmt::Display for PoolStats {
             "{:>13} {:>10} {:>10} {:>16} {:>8}",
             objs, used, pages, "", freeable
         )
+    }
+}
+
+impl Pool {
+    /// Per-class statistics with the kernel's debugfs `classes` columns, plus pool totals.
+    pub fn stats(&self) -> PoolStats {
+        let classes = self
+            .classes
+            .iter()
+            .map(|c| {
+                let g = c.inner.lock();
+                ClassStats {
+                    index: c.info.index,
+                    size: c.info.size,
+                    fullness: g.group_count,
+                    obj_allocated: g.obj_allocated,
+                    obj_used: g.obj_used,
+                    pages_used: g.obj_allocated / g.objs_per_zspage * g.pages_per_zspage,
+                    pages_per_zspage: g.pages_per_zspage,
+                    objs_per_zspage: g.objs_per_zspage,
+                    freeable: g.can_compact(),
+                    huge: g.huge,
+                }
+            })
+            .collect();
+        PoolStats {
+            classes,
+            total_pages: self.total_pages(),
+            pages_compacted: self.pages_compacted(),
+            cached_pages: self.cached_pages(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::pool::tests_support::pool;
+    use crate::Handle;
+
+    #[test]
+    fn stats_table_shows_kernel_columns() {
+        // Class 1568 at chain 8 (min-waste): 5 pages, 13 objects. 20 objects -> 2 zspages,
+        // one full (100%) and one with 7 of 13 (53%: group 6, printed under "60%", since the
+        // kernel labels each bucket by its upper bound).
+        let p = pool(8);
+        let hs: Vec<Handle> = (0..20)
+            .map(|_| p.alloc_write(&[1u8; 1560]).unwrap())
+            .collect();
+        let st = p.stats();
+        let row = st.classes.iter().find(|c| c.size == 1568).unwrap();
+        assert_eq!(
+            (row.obj_allocated, row.obj_used, row.pages_used),
+            (26, 20, 10)
+        );
+        assert_eq!((row.fullness[6], row.fullness[11], row.freeable), (1, 1, 0));
+        let text = st.to_string();
+        let line = text
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some("1568"))
+            .unwrap();
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(
+            cols,
+            [
+                "96", "1568", "0", "0", "0", "0", "0", "1", "0", "0", "0", "0", "1", "26", "20",
+                "10", "5", "0"
+            ]
+        );
+        let total: Vec<&str> = text.lines().last().unwrap().split_whitespace().collect();
+        assert_eq!(
+            total,
+            [
+                "Total", "0", "0", "0", "0", "0", "1", "0", "0", "0", "0", "1", "26", "20", "10",
+                "0"
+            ]
+        );
+        for h in hs.iter().take(10) {
+            p.free(*h).unwrap();
+        }
+        // 3 + 7 live objects in 26 slots: 16 free slots, so one 5-page zspage is freeable.
+        assert_eq!(p.compactable_pages(), 5);
+        assert_eq!(
+            p.stats()
+                .classes
+                .iter()
+                .find(|c| c.size == 1568)
+                .unwrap()
+                .freeable,
+            5
+        );
+        assert_eq!(p.compact(), 5);
+        assert_eq!(p.total_pages(), 5);
+        for h in &hs[10..] {
+            assert!(p.read(*h).unwrap()[..1560].iter().all(|&b| b == 1));
+        }
     }
 }

@@ -12,13 +12,13 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use uzswap_zsmalloc::{ChainRule, Error, Handle, Pool, PoolConfig, NR_FULLNESS_GROUPS};
 
-fn group(inuse: usize, opz: usize) -> usize {
+fn group(inuse: usize, objs_per_zspage: usize) -> usize {
     if inuse == 0 {
         0
-    } else if inuse == opz {
+    } else if inuse == objs_per_zspage {
         11
     } else {
-        100 * inuse / opz / 10 + 1
+        100 * inuse / objs_per_zspage / 10 + 1
     }
 }
 
@@ -30,8 +30,8 @@ struct MZs {
 }
 
 struct MClass {
-    ppz: usize,
-    opz: usize,
+    pages_per_zspage: usize,
+    objs_per_zspage: usize,
     huge: bool,
     zs: HashMap<usize, MZs>,
     /// Zspage ids per group; index 0 is the list head.
@@ -41,7 +41,7 @@ struct MClass {
 
 impl MClass {
     fn group_of(&self, id: usize) -> usize {
-        group(self.zs[&id].inuse, self.opz)
+        group(self.zs[&id].inuse, self.objs_per_zspage)
     }
     fn unlist(&mut self, id: usize) {
         for g in self.groups.iter_mut() {
@@ -74,13 +74,13 @@ impl MClass {
         z.inuse -= 1;
     }
     fn allocated(&self) -> usize {
-        self.zs.len() * self.opz
+        self.zs.len() * self.objs_per_zspage
     }
     fn used(&self) -> usize {
         self.zs.values().map(|z| z.inuse).sum()
     }
     fn can_compact(&self) -> usize {
-        (self.allocated() - self.used()) / self.opz * self.ppz
+        (self.allocated() - self.used()) / self.objs_per_zspage * self.pages_per_zspage
     }
 }
 
@@ -98,8 +98,8 @@ impl Model {
             .unique_classes()
             .iter()
             .map(|c| MClass {
-                ppz: c.pages_per_zspage,
-                opz: c.objs_per_zspage,
+                pages_per_zspage: c.pages_per_zspage,
+                objs_per_zspage: c.objs_per_zspage,
                 huge: c.huge,
                 zs: HashMap::new(),
                 groups: Default::default(),
@@ -124,12 +124,12 @@ impl Model {
                     id,
                     MZs {
                         inuse: 0,
-                        free: (0..c.opz).rev().collect(),
-                        slots: vec![None; c.opz],
+                        free: (0..c.objs_per_zspage).rev().collect(),
+                        slots: vec![None; c.objs_per_zspage],
                     },
                 );
                 c.groups[0].insert(0, id);
-                self.pages += c.ppz;
+                self.pages += c.pages_per_zspage;
                 id
             }
         };
@@ -146,7 +146,7 @@ impl Model {
         if c.zs[&id].inuse == 0 {
             c.unlist(id);
             c.zs.remove(&id);
-            self.pages -= c.ppz;
+            self.pages -= c.pages_per_zspage;
         }
     }
 
@@ -170,8 +170,8 @@ impl Model {
                     break;
                 };
                 c.unlist(dst);
-                for idx in 0..c.opz {
-                    if c.zs[&src].inuse == 0 || c.zs[&dst].inuse == c.opz {
+                for idx in 0..c.objs_per_zspage {
+                    if c.zs[&src].inuse == 0 || c.zs[&dst].inuse == c.objs_per_zspage {
                         break;
                     }
                     if let Some(h) = c.zs[&src].slots[idx] {
@@ -185,8 +185,8 @@ impl Model {
                 c.list(dst);
                 if c.zs[&src].inuse == 0 {
                     c.zs.remove(&src);
-                    self.pages -= c.ppz;
-                    freed += c.ppz;
+                    self.pages -= c.pages_per_zspage;
+                    freed += c.pages_per_zspage;
                 } else {
                     c.list(src);
                 }
@@ -249,7 +249,7 @@ fn check(pool: &Pool, model: &Model) {
         );
         assert_eq!(
             cs.pages_used,
-            mc.zs.len() * mc.ppz,
+            mc.zs.len() * mc.pages_per_zspage,
             "class {} pages_used",
             cs.index
         );

@@ -13,8 +13,8 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Instant;
 
+use uzswap_backing::{SwapFile, SwapSlot};
 use uzswap_compress::{compress, decompress, Algorithm, MAX_COMPRESSED_LEN};
-use uzswap_swapfile::{SwapFile, SwapSlot};
 use uzswap_zsmalloc::{Handle, Pool, PoolConfig};
 use uzswap_zswap::{CgroupId, Params, Zswap, PAGE_SIZE};
 

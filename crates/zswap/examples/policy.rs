@@ -1,9 +1,10 @@
 //! Measures the pool-limit policy: the kernel's hysteresis (shrink only after the limit was
-//! hit) against seed 003's proactive shrinking (shrink in the background from accept + 1%).
+//! hit) against proactive shrinking (shrink in the background from accept + 1%: "mm: zswap:
+//! proactive shrinking before pool size limit is hit", v2, on 6.10-rc6).
 //!
 //! `cargo run --release -p uzswap-zswap --example policy [ACCEPT_PERCENT]`
 //!
-//! Scenario of seed 003's benchmark: background cgroups fill the pool with cold pages, then an
+//! Scenario of that series' benchmark ("mm: zswap: global shrinker fix and proactive shrink"): background cgroups fill the pool with cold pages, then an
 //! active cgroup swaps a working set out and in repeatedly. Reported per policy: active pages
 //! that missed the cache (went to the swap file on swap-out), swap-ins served from the file,
 //! pool_limit_hit, written-back pages and the elapsed time.
@@ -11,7 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use uzswap_swapfile::{SwapFile, SwapSlot};
+use uzswap_backing::{SwapFile, SwapSlot};
 use uzswap_zswap::{CgroupId, LoadOutcome, Params, StoreOutcome, Zswap, PAGE_SIZE};
 
 fn pages(n: usize) -> Vec<Vec<u8>> {

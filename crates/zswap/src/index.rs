@@ -10,7 +10,7 @@
 //! ```
 //!
 //! `SlotValue` is the only way the rest of the crate sees a word's value, and zero pages exist
-//! only as `SlotValue::Zero`: no entry, no allocation, one word (seed 002). Entries (24 bytes)
+//! only as `SlotValue::Zero`: no entry, no allocation, one word ("mm: zswap: store zero-filled pages without a zswap_entry" (6.10)). Entries (24 bytes)
 //! live in a per-shard slab whose free list is threaded through the free entries.
 //!
 //! `LOADING` / `WRITEBACK` mark a slot "in flight" (the kernel's locked swap-cache folio): the

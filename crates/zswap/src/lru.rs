@@ -1,10 +1,12 @@
 //! One LRU list (the kernel's `list_lru_one`): an intrusive doubly linked list over a node slab.
 //!
 //! There is one list per (cgroup, node); together they form the single global LRU shared by all
-//! pools (seed 000). A node holds the entry's swap slot, packed into a u64; the entry holds its
+//! pools ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)). A node holds the entry's swap slot, packed into a u64; the entry holds its
 //! node index. Nodes are only removed by the entry's owner (the free path); the shrinker only
 //! rotates them, so a node it looked at may be gone by the time it checks the slot, and it then
 //! re-validates the entry in the index (see `shrink.rs`).
+
+use crate::SwapSlot;
 
 pub(crate) const NIL: u32 = u32::MAX;
 
@@ -22,7 +24,7 @@ pub(crate) struct LruList {
     head: Option<u32>,
     tail: Option<u32>,
     len: u32,
-    /// Seed 001's estimate of warm entries (used by `WarmProtection::ProtectedSize`).
+    /// The estimate of warm entries of "zswap: shrink zswap pool based on memory pressure" (6.8) (used by `WarmProtection::ProtectedSize`).
     pub(crate) nr_protected: u64,
 }
 
@@ -140,6 +142,19 @@ impl LruList {
     }
 }
 
+#[inline]
+pub(crate) fn pack_slot(slot: SwapSlot) -> u64 {
+    (u64::from(slot.area) << 48) | slot.offset
+}
+
+#[inline]
+pub(crate) fn unpack_slot(key: u64) -> SwapSlot {
+    SwapSlot {
+        area: (key >> 48) as u32,
+        offset: key & ((1 << 48) - 1),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +180,14 @@ mod tests {
         l.remove(d);
         assert_eq!(l.len(), 0);
         assert_eq!(l.rotate_head(), None);
+    }
+
+    #[test]
+    fn slot_packing() {
+        let s = SwapSlot {
+            area: 31,
+            offset: (1 << 40) + 5,
+        };
+        assert_eq!(unpack_slot(pack_slot(s)), s);
     }
 }

@@ -1,4 +1,4 @@
-//! Parameters, with the kernel's names and defaults, plus the seed-variant switches.
+//! Parameters, with the kernel's names and defaults, plus switches for behaviour of upstream patches that today's kernel does not have.
 
 use std::str::FromStr;
 
@@ -7,14 +7,14 @@ use uzswap_compress::Algorithm;
 
 use crate::Error;
 
-/// How the memory-pressure shrinker protects warm entries (seed 001 and its successor).
+/// How the memory-pressure shrinker protects warm entries ("zswap: shrink zswap pool based on memory pressure" (6.8) and its successor).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
 pub enum WarmProtection {
     /// Today's kernel (≈6.12+): a referenced bit per entry gives it a second chance, and disk
     /// swap-ins are subtracted from the freeable count.
     #[default]
     SecondChance,
-    /// Seed 001 (6.8–6.11): estimate the number of warm entries per LRU (`nr_zswap_protected`:
+    /// "zswap: shrink zswap pool based on memory pressure" (6.8), in 6.8–6.11: estimate the number of warm entries per LRU (`nr_zswap_protected`:
     /// grows on stores, rotations and disk swap-ins, decays to half when above a quarter of the
     /// list) and never shrink into that region.
     ProtectedSize,
@@ -52,7 +52,8 @@ pub struct Params {
     pub chain_size: usize,
     /// The memory the percentages refer to (default: MemTotal from /proc/meminfo).
     pub total_memory_bytes: u64,
-    /// Seed 003 patch 3: shrink in the background from accept threshold + 1% down to the accept
+    /// "mm: zswap: proactive shrinking before pool size limit is hit" (v2, on 6.10-rc6): shrink in
+    /// the background from accept threshold + 1% down to the accept
     /// threshold, and reject only at the hard limit. Never merged in the kernel (`false` gives
     /// the kernel's hysteresis); on by default here because it measured 16% fewer cache misses
     /// for an active workload next to a full pool, for twice the writeback of cold pages
@@ -137,7 +138,8 @@ impl Params {
         self.max_pool_pages() * u64::from(self.accept_threshold_percent) / 100
     }
 
-    /// Where proactive shrinking starts: accept threshold + 1% of the limit (seed 003).
+    /// Where proactive shrinking starts: accept threshold + 1% of the limit ("mm: zswap:
+    /// proactive shrinking before pool size limit is hit", v2, on 6.10-rc6).
     pub fn proactive_start_pages(&self) -> u64 {
         self.max_pool_pages() * u64::from((self.accept_threshold_percent + 1).min(100)) / 100
     }

@@ -1,5 +1,5 @@
 //! Compressor pools: one zsmalloc pool per (compressor, chain size), the current one receiving
-//! new stores, old ones serving their entries until the last goes (seed 000, kernel §2.12).
+//! new stores, old ones serving their entries until the last goes ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)).
 //!
 //! Lookup without shared writes:
 //! * an entry names its pool by a small index into `table` (an `AtomicPtr` per index); the entry's
@@ -22,7 +22,7 @@ use crate::Error;
 /// Pools that may exist at once (the current one plus old ones still holding entries).
 pub const MAX_POOLS: usize = 64;
 
-pub(crate) struct ZPool {
+pub(crate) struct ZswapPool {
     pub(crate) id: u16,
     pub(crate) alg: Algorithm,
     pub(crate) chain_size: usize,
@@ -62,12 +62,12 @@ pub(crate) fn memory_policy(max_cached_pages: usize) -> MemoryPolicy {
 }
 
 struct Registry {
-    current: Option<Arc<ZPool>>,
-    live: Vec<Arc<ZPool>>,
+    current: Option<Arc<ZswapPool>>,
+    live: Vec<Arc<ZswapPool>>,
 }
 
 pub(crate) struct Pools {
-    table: Box<[AtomicPtr<ZPool>]>,
+    table: Box<[AtomicPtr<ZswapPool>]>,
     reg: Mutex<Registry>,
     generation: AtomicU64,
     instance: u64,
@@ -79,8 +79,8 @@ pub(crate) struct Pools {
 pub(crate) struct Snapshot {
     instance: u64,
     generation: u64,
-    pub(crate) current: Arc<ZPool>,
-    pub(crate) all: Vec<Arc<ZPool>>,
+    pub(crate) current: Arc<ZswapPool>,
+    pub(crate) all: Vec<Arc<ZswapPool>>,
 }
 
 thread_local! {
@@ -126,7 +126,7 @@ impl Pools {
         };
         let policy = memory_policy(self.max_cached_pages.load(Ordering::Relaxed));
         let zs = Pool::with_memory_policy(cfg, policy).map_err(Error::Pool)?;
-        let pool = Arc::new(ZPool {
+        let pool = Arc::new(ZswapPool {
             id: id as u16,
             alg,
             chain_size,
@@ -146,7 +146,7 @@ impl Pools {
         Ok(())
     }
 
-    fn unregister(table: &[AtomicPtr<ZPool>], reg: &mut Registry, id: u16) {
+    fn unregister(table: &[AtomicPtr<ZswapPool>], reg: &mut Registry, id: u16) {
         table[id as usize].store(std::ptr::null_mut(), Ordering::Release);
         reg.live.retain(|p| p.id != id);
     }
@@ -160,7 +160,7 @@ impl Pools {
 
     /// Drop one entry reference on pool `id`.
     #[inline]
-    pub(crate) fn put(&self, pool: &ZPool) {
+    pub(crate) fn put(&self, pool: &ZswapPool) {
         if pool.refs.put() == RefState::Release {
             self.release(pool.id);
         }
@@ -175,7 +175,7 @@ impl Pools {
     /// index, or its slot marked in flight), or through a successful `tryget`. A pool is
     /// unregistered and dropped only after its last reference is put.
     #[inline]
-    pub(crate) unsafe fn get(&self, id: u16) -> &ZPool {
+    pub(crate) unsafe fn get(&self, id: u16) -> &ZswapPool {
         let p = self.table[id as usize].load(Ordering::Acquire);
         assert!(!p.is_null(), "entry names an unregistered pool {id}");
         // SAFETY: `p` came from `Arc::as_ptr` of a pool kept in `reg.live`; it is removed from
@@ -266,11 +266,11 @@ impl Pools {
         self.live().iter().map(|p| p.zs.compact() as u64).sum()
     }
 
-    pub(crate) fn live(&self) -> Vec<Arc<ZPool>> {
+    pub(crate) fn live(&self) -> Vec<Arc<ZswapPool>> {
         self.reg.lock().live.clone()
     }
 
-    pub(crate) fn current(&self) -> Arc<ZPool> {
+    pub(crate) fn current(&self) -> Arc<ZswapPool> {
         self.reg
             .lock()
             .current

@@ -1,6 +1,6 @@
 //! A pool reference count that scales with threads, modelled on the kernel's `percpu_ref`.
 //!
-//! Every stored entry holds one reference on its pool (seed 000). A single atomic would be a
+//! Every stored entry holds one reference on its pool ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)). A single atomic would be a
 //! cache line bouncing between all CPUs on every store and free, so gets and puts go to this
 //! thread's stripe instead. The count is only ever summed after the pool was *killed* (it is no
 //! longer the current pool): from then on every put sums the stripes, and the put that sees zero

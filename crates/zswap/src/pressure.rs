@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 
-use crate::{Error, Inner};
+use crate::cache::Inner;
+use crate::Error;
 
 /// Where and how to listen for memory pressure.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,5 +128,56 @@ impl Monitor {
         self.stop.store(true, Relaxed);
         let _ = self.handle.join();
         self.events.load(Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+    use std::time::Duration;
+
+    use crate::testutil::cache;
+    use crate::{Error, PressureConfig};
+
+    #[test]
+    fn pressure_monitor_arms_a_psi_trigger() {
+        let z = cache();
+        let bad = PressureConfig {
+            trigger: "most 1 2".into(),
+            ..PressureConfig::default()
+        };
+        assert!(matches!(
+            z.start_pressure_monitor(bad),
+            Err(Error::Pressure(_))
+        ));
+        if !std::path::Path::new("/proc/pressure/memory").exists() {
+            writeln!(
+                std::io::stderr(),
+                "SKIPPED: no /proc/pressure/memory (kernel without PSI)"
+            )
+            .ok();
+            return;
+        }
+        match z.start_pressure_monitor(PressureConfig::default()) {
+            Ok(()) => {
+                std::thread::sleep(Duration::from_millis(150));
+                let _events = z.stop_pressure_monitor();
+            }
+            Err(e) => {
+                writeln!(
+                    std::io::stderr(),
+                    "SKIPPED: cannot arm a PSI trigger here: {e}"
+                )
+                .ok();
+            }
+        }
+        // A window the kernel refuses is reported with the reason.
+        let odd = PressureConfig {
+            trigger: "some 150000 1000001".into(),
+            ..PressureConfig::default()
+        };
+        if let Err(e) = z.start_pressure_monitor(odd) {
+            assert!(e.to_string().contains("window"), "{e}");
+        }
     }
 }

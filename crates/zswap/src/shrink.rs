@@ -4,18 +4,22 @@
 //!   write back.
 //! * `shrink_memcg`: one entry per node of one cgroup (the kernel's `shrink_memcg`).
 //! * `shrink_worker`: the global, pool-limit driven worker; round-robin over online cgroups with
-//!   seed 003's fixes: offline or empty cgroups don't end the walk and don't count as failures,
-//!   expected outcomes aren't failures, give up after 16 real failures.
+//!   the fixes of the series "mm: zswap: global shrinker fix and proactive shrink" (v2, on 6.10-rc6): offline or empty cgroups don't end the
+//!   walk and don't count as failures, expected outcomes aren't failures, give up after 16 real
+//!   failures.
 //! * `shrinker_count` / `shrinker_scan`: the memory-pressure shrinker per (cgroup, node) with
-//!   seed 001's heuristics.
+//!   the heuristics of "zswap: shrink zswap pool based on memory pressure" (6.8).
 
 use std::sync::atomic::Ordering::Relaxed;
 
 use serde::Serialize;
 
+use crate::buf::{with_buf, PAGE_BUF};
+use crate::cache::Inner;
 use crate::index::{SlotValue, SlotWord};
+use crate::lru::unpack_slot;
 use crate::stats::{C, G};
-use crate::{unpack_slot, with_buf, Inner, WarmProtection, PAGE_BUF, PAGE_SIZE};
+use crate::{WarmProtection, PAGE_SIZE};
 
 /// The kernel's MAX_RECLAIM_RETRIES.
 const MAX_RECLAIM_RETRIES: u32 = 16;
@@ -107,7 +111,7 @@ impl Inner {
             if !self.decompress_entry(&e, buf) {
                 return Err(G::DecompressFail);
             }
-            area.swap
+            area.store
                 .write_page(slot, buf)
                 .map_err(|_| G::SwapWriteErrors)
         });
@@ -211,7 +215,8 @@ impl Inner {
             match self.cgroups.iter_next() {
                 None => {
                     // A full walk ended. Only a walk with no attempt at all is a failure;
-                    // offline and empty cgroups were skipped, not counted (seed 003 patch 1).
+                    // offline and empty cgroups were skipped, not counted ("mm: zswap: fix global
+                    // shrinker memcg iteration", v2, on 6.10-rc6).
                     if attempts == 0 {
                         failures += 1;
                         if failures >= MAX_RECLAIM_RETRIES {
@@ -221,7 +226,8 @@ impl Inner {
                     attempts = 0;
                 }
                 Some(cg) => match self.shrink_memcg(cg) {
-                    // Nothing to do in this cgroup: expected, not a failure (seed 003 patch 2).
+                    // Nothing to do in this cgroup: expected, not a failure ("mm: zswap: fix
+                    // global shrinker error handling logic", v2, on 6.10-rc6).
                     Err(ShrinkErr::NoEnt) => {}
                     Ok(()) | Err(ShrinkErr::Rotated) => attempts += 1,
                     Err(ShrinkErr::Again) => {
@@ -233,7 +239,7 @@ impl Inner {
                     }
                 },
             }
-            // Yield to waiting page-ins and page-outs (seed 003 patch 6).
+            // Yield to waiting page-ins and page-outs (patch 6 of "mm: zswap: global shrinker fix and proactive shrink" (v2, on 6.10-rc6)).
             if self.hot_ops.sum(0) as i64 > 0 {
                 self.count(G::ShrinkWorkerYields);
                 std::thread::yield_now();
@@ -332,7 +338,8 @@ impl Inner {
                 Walk::Empty => break,
                 Walk::WrittenBack => r.freed += 1,
                 Walk::Busy(true) => {
-                    // A page being swapped in: the walk reached the warm region (seed 001).
+                    // A page being swapped in: the walk reached the warm region
+                    // ("zswap: shrink zswap pool based on memory pressure" (6.8)).
                     r.scanned += 1;
                     met_loading = true;
                     break;
@@ -374,5 +381,40 @@ impl Inner {
             }
         }
         freed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::{cache, page, set_loading};
+    use crate::{CgroupId, LoadOutcome, SwapSlot, PAGE_SIZE};
+
+    #[test]
+    fn pressure_shrinker_stops_at_a_page_being_loaded() {
+        let z = cache();
+        for i in 0..4 {
+            z.store(SwapSlot::new(0, i), &page(i as u8), CgroupId::ROOT);
+        }
+        // Clear the referenced bits, then make the second-coldest entry "being loaded".
+        assert_eq!(z.shrinker_scan(CgroupId::ROOT, 0, 4).freed, 0);
+        set_loading(&z, SwapSlot::new(0, 1), true);
+        let r = z.shrinker_scan(CgroupId::ROOT, 0, 4);
+        assert_eq!(
+            (r.scanned, r.freed, r.stop),
+            (2, 1, true),
+            "wrote back slot 0, stopped at slot 1"
+        );
+        set_loading(&z, SwapSlot::new(0, 1), false);
+        // Once the load is over the walk goes on.
+        let r = z.shrinker_scan(CgroupId::ROOT, 0, 4);
+        assert_eq!(r.freed, 3);
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for i in 0..4 {
+            assert_eq!(
+                z.load(SwapSlot::new(0, i), &mut buf, false).unwrap(),
+                LoadOutcome::FromSwapFile
+            );
+            assert_eq!(buf, page(i as u8));
+        }
     }
 }

@@ -71,7 +71,7 @@ fn round_trip_every_compressor() {
 }
 
 #[test]
-fn seed002_zero_pages_have_no_entry() {
+fn zero_pages_have_no_entry() {
     let (z, _s) = cache(small_params(1024), 64);
     let zero = vec![0u8; PAGE_SIZE];
     for i in 0..64 {
@@ -103,7 +103,7 @@ fn seed002_zero_pages_have_no_entry() {
 }
 
 #[test]
-fn seed003_incompressible_pages_raw_or_rejected() {
+fn incompressible_pages_stored_raw_or_rejected() {
     let (z, _s) = cache(small_params(1024), 16);
     let cg = z.create_cgroup(CgroupId::ROOT).unwrap();
     let r = random_page(7);
@@ -294,7 +294,7 @@ fn metadata_per_entry_beats_the_kernel() {
 #[test]
 fn two_swap_areas() {
     use std::sync::Arc;
-    use uzswap_swapfile::SwapFile;
+    use uzswap_backing::SwapFile;
     let z = uzswap_zswap::Zswap::new(Params {
         shrinker_enabled: true,
         ..small_params(1024)

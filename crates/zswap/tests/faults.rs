@@ -84,7 +84,7 @@ fn swap_out_full_disk_and_eio_are_reported() {
     swap.fault_injector().no_space_next_writes(1);
     let e = z.swap_out(slot(1), &p, CgroupId::ROOT).unwrap_err();
     assert!(
-        matches!(e, Error::Swap(uzswap_swapfile::Error::NoSpace { .. })),
+        matches!(e, Error::Backing(uzswap_backing::Error::NoSpace { .. })),
         "{e}"
     );
     swap.fault_injector().fail_next_writes(1);
@@ -151,12 +151,12 @@ fn corruption_is_detected_never_returned() {
     // The first block is written with a flipped bit, the second cleanly, then flipped in the file.
     swap.fault_injector().corrupt_next_writes(1);
     assert_eq!(z.shrinker_scan(CgroupId::ROOT, 0, 2).freed, 2);
-    swap.fault_injector().corrupt_block(lru[1], 100).unwrap();
+    swap.corrupt_block(lru[1], 100).unwrap();
     let mut buf = vec![0u8; PAGE_SIZE];
     for &s in &lru[..2] {
         let e = z.load(slot(s), &mut buf, false).unwrap_err();
         assert!(
-            matches!(e, Error::Swap(uzswap_swapfile::Error::Corrupt { .. })),
+            matches!(e, Error::Backing(uzswap_backing::Error::Corrupt { .. })),
             "{e}"
         );
         assert!(buf.iter().all(|&b| b == 0), "no corrupt data handed out");

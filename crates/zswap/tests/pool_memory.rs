@@ -32,7 +32,7 @@ fn invalidate_all(z: &uzswap_zswap::Zswap, n: usize) {
 /// A cache whose pool was filled and then emptied: its freed memory is cached.
 fn filled_then_freed() -> (
     uzswap_zswap::Zswap,
-    std::sync::Arc<uzswap_swapfile::SwapFile>,
+    std::sync::Arc<uzswap_backing::SwapFile>,
 ) {
     let pages = binary_pages(PAGES);
     let (z, swap) = cache(small_params(1024), PAGES as u64);

@@ -4,9 +4,16 @@
 use uzswap_compress::Algorithm;
 use uzswap_zsmalloc::ChainRule;
 
-/// `--compressor`: lz4, lzo, lzo-rle, zstd[:LEVEL], deflate[:LEVEL].
+/// `--compressor`: lz4, lzo, lzo-rle, zstd[:LEVEL], deflate[:LEVEL]; only algorithms this
+/// build has (lzo and lzo-rle need the default cargo feature `kernel-lzo`).
 pub fn compressor(s: &str) -> Result<Algorithm, String> {
-    s.parse().map_err(|e: uzswap_compress::Error| e.to_string())
+    let alg: Algorithm = s
+        .parse()
+        .map_err(|e: uzswap_compress::Error| e.to_string())?;
+    if !alg.is_built_in() {
+        return Err(uzswap_compress::Error::NotBuiltIn(alg.kernel_name()).to_string());
+    }
+    Ok(alg)
 }
 
 /// `--chain-rule`: min-waste or used-percent.

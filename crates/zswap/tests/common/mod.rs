@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use uzswap_swapfile::{SwapFile, SwapSlot};
+use uzswap_backing::{SwapFile, SwapSlot};
 use uzswap_zswap::{Params, Zswap, PAGE_SIZE};
 
 /// A cache with one temporary swap file of `slots` slots (area 0), every slot allocated.

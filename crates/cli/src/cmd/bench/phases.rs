@@ -21,10 +21,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
+use uzswap_backing::{SwapFile, SwapSlot};
 use uzswap_compress::MAX_COMPRESSED_LEN;
 use uzswap_corpus::{Pages, PAGE_SIZE};
 use uzswap_kernel::zram::{AlignedBuf, MmStat};
-use uzswap_swapfile::{SwapFile, SwapSlot};
 use uzswap_zswap::{CgroupId, LoadOutcome, Params, StoreOutcome, Zswap};
 
 use super::kernel::KernelSide;
@@ -89,7 +89,7 @@ pub(super) struct RunResult {
     /// zram's `mm_stat` after the write to the fresh device.
     pub(super) mm_stat: Option<MmStat>,
     /// The backing swap file's counters after the slot-order load phase.
-    pub(super) swap_stats: uzswap_swapfile::SwapFileStats,
+    pub(super) swap_stats: uzswap_backing::BackingStats,
 }
 
 /// A cache with its swap file and one slot per page. The bench keeps one for all runs, as a

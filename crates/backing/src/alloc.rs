@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: MIT
+//! Lock-free slot allocation in clusters, after the kernel's swap clusters.
+//!
+//! Slots are grouped into clusters of [`CLUSTER_SLOTS`] (512, one THP worth of 4 KiB pages, the
+//! kernel's `SWAPFILE_CLUSTER` on x86-64). Each cluster is one 128-byte, cache-line aligned record:
+//! a free counter and a 512-bit bitmap. Allocation first reserves a slot by decrementing the free
+//! counter (so a cluster never hands out more than it has), then claims a bit with `fetch_or`.
+//!
+//! Threads do not share a cursor: each thread is mapped to one of [`LANES`] lanes, and each lane
+//! remembers the cluster it allocates from (the kernel's per-CPU cluster). Only when that cluster
+//! is exhausted does the lane search for another, preferring an entirely free one, starting at a
+//! rotating global hint. Concurrent threads on different lanes therefore touch different clusters
+//! and different cache lines; no lock exists anywhere on the path.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// Slots per cluster.
+pub const CLUSTER_SLOTS: usize = 512;
+const WORDS: usize = CLUSTER_SLOTS / 64;
+/// Allocation lanes (threads are spread over them round-robin at first use).
+pub const LANES: usize = 32;
+const NO_CLUSTER: u32 = u32::MAX;
+
+/// One cluster: free counter and bitmap (bit set = slot allocated), on its own cache lines.
+#[repr(align(128))]
+struct Cluster {
+    free: AtomicU32,
+    /// Number of real slots (only the last cluster of an area may hold fewer than 512).
+    size: u32,
+    bits: [AtomicU64; WORDS],
+}
+
+#[repr(align(64))]
+struct Lane {
+    cluster: AtomicU32,
+}
+
+/// The free-slot map of one swap area.
+pub struct SlotMap {
+    clusters: Box<[Cluster]>,
+    lanes: Box<[Lane]>,
+    /// Where the next search for a fresh cluster starts (only touched when a lane's cluster runs out).
+    hint: AtomicUsize,
+    capacity: u64,
+}
+
+thread_local! {
+    static LANE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+static NEXT_LANE: AtomicUsize = AtomicUsize::new(0);
+
+fn my_lane() -> usize {
+    LANE.with(|l| {
+        let v = l.get();
+        if v != usize::MAX {
+            return v;
+        }
+        let v = NEXT_LANE.fetch_add(1, Ordering::Relaxed) % LANES;
+        l.set(v);
+        v
+    })
+}
+
+impl SlotMap {
+    /// A map with every slot free.
+    pub fn new(capacity: u64) -> SlotMap {
+        let n = (capacity as usize).div_ceil(CLUSTER_SLOTS);
+        let clusters = (0..n)
+            .map(|i| {
+                let size = (capacity as usize - i * CLUSTER_SLOTS).min(CLUSTER_SLOTS);
+                let bits: [AtomicU64; WORDS] = std::array::from_fn(|w| {
+                    // Bits past the end of a short last cluster are permanently "allocated".
+                    let first = w * 64;
+                    let v = if first + 64 <= size {
+                        0
+                    } else if first >= size {
+                        u64::MAX
+                    } else {
+                        u64::MAX << (size - first)
+                    };
+                    AtomicU64::new(v)
+                });
+                Cluster {
+                    free: AtomicU32::new(size as u32),
+                    size: size as u32,
+                    bits,
+                }
+            })
+            .collect();
+        let lanes = (0..LANES)
+            .map(|_| Lane {
+                cluster: AtomicU32::new(NO_CLUSTER),
+            })
+            .collect();
+        SlotMap {
+            clusters,
+            lanes,
+            hint: AtomicUsize::new(0),
+            capacity,
+        }
+    }
+
+    /// Allocates one slot, or `None` when every slot is in use.
+    pub fn alloc(&self) -> Option<u64> {
+        let lane = &self.lanes[my_lane()];
+        let cur = lane.cluster.load(Ordering::Relaxed);
+        if cur != NO_CLUSTER {
+            if let Some(s) = self.alloc_in(cur as usize) {
+                return Some(s);
+            }
+        }
+        self.alloc_slow(lane)
+    }
+
+    #[cold]
+    fn alloc_slow(&self, lane: &Lane) -> Option<u64> {
+        let n = self.clusters.len();
+        // Spread lanes over the area: each search starts where the last one ended.
+        let start = self.hint.fetch_add(1, Ordering::Relaxed) % n;
+        // Pass 1: an entirely free cluster (what the kernel gives a CPU for sequential allocation).
+        // Pass 2: any cluster with a free slot (the kernel's fragmented-cluster scan).
+        for want_empty in [true, false] {
+            for i in 0..n {
+                let c = (start + i) % n;
+                let cl = &self.clusters[c];
+                let free = cl.free.load(Ordering::Relaxed);
+                if free == 0 || (want_empty && free != cl.size) {
+                    continue;
+                }
+                if let Some(s) = self.alloc_in(c) {
+                    lane.cluster.store(c as u32, Ordering::Relaxed);
+                    self.hint.store(c + 1, Ordering::Relaxed);
+                    return Some(s);
+                }
+            }
+        }
+        None
+    }
+
+    fn alloc_in(&self, c: usize) -> Option<u64> {
+        let cl = &self.clusters[c];
+        // Reserve first: once the counter is decremented a clear bit is guaranteed to exist.
+        cl.free
+            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |f| f.checked_sub(1))
+            .ok()?;
+        loop {
+            for (w, word) in cl.bits.iter().enumerate() {
+                let mut cur = word.load(Ordering::Relaxed);
+                while cur != u64::MAX {
+                    let bit = (!cur).trailing_zeros();
+                    let mask = 1u64 << bit;
+                    let prev = word.fetch_or(mask, Ordering::AcqRel);
+                    if prev & mask == 0 {
+                        return Some((c * CLUSTER_SLOTS + w * 64 + bit as usize) as u64);
+                    }
+                    cur = prev | mask;
+                }
+            }
+            // Another thread holding a reservation took the bit we saw; the reserved one is
+            // freed by a concurrent `free` or still ahead of us in the scan: go around again.
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Frees a slot; false if it was not allocated.
+    pub fn free(&self, offset: u64) -> bool {
+        debug_assert!(offset < self.capacity);
+        let off = offset as usize;
+        let cl = &self.clusters[off / CLUSTER_SLOTS];
+        let mask = 1u64 << (off % 64);
+        let prev = cl.bits[(off % CLUSTER_SLOTS) / 64].fetch_and(!mask, Ordering::AcqRel);
+        if prev & mask == 0 {
+            return false;
+        }
+        cl.free.fetch_add(1, Ordering::Release);
+        true
+    }
+
+    /// Marks a specific free slot allocated (used when reopening a file); false if already taken.
+    pub fn claim(&self, offset: u64) -> bool {
+        let off = offset as usize;
+        let cl = &self.clusters[off / CLUSTER_SLOTS];
+        let mask = 1u64 << (off % 64);
+        let prev = cl.bits[(off % CLUSTER_SLOTS) / 64].fetch_or(mask, Ordering::AcqRel);
+        if prev & mask != 0 {
+            return false;
+        }
+        cl.free.fetch_sub(1, Ordering::AcqRel);
+        true
+    }
+
+    /// True if the slot is allocated.
+    pub fn is_allocated(&self, offset: u64) -> bool {
+        let off = offset as usize;
+        let cl = &self.clusters[off / CLUSTER_SLOTS];
+        cl.bits[(off % CLUSTER_SLOTS) / 64].load(Ordering::Acquire) & (1u64 << (off % 64)) != 0
+    }
+
+    /// Slots in use, summed over clusters (no global counter on the hot path).
+    pub fn in_use(&self) -> u64 {
+        self.clusters
+            .iter()
+            .map(|c| (c.size - c.free.load(Ordering::Relaxed).min(c.size)) as u64)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn alloc_all_then_full() {
+        for cap in [1u64, 63, 64, 65, 511, 512, 513, 1500] {
+            let m = SlotMap::new(cap);
+            let mut seen = HashSet::new();
+            for _ in 0..cap {
+                let s = m.alloc().expect("slot");
+                assert!(s < cap, "slot {s} beyond capacity {cap}");
+                assert!(seen.insert(s), "slot {s} handed out twice");
+            }
+            assert_eq!(m.alloc(), None);
+            assert_eq!(m.in_use(), cap);
+            let victim = cap / 2;
+            assert!(m.free(victim));
+            assert!(!m.free(victim), "double free must be refused");
+            assert_eq!(m.alloc(), Some(victim));
+        }
+    }
+
+    #[test]
+    fn claim_marks_allocated() {
+        let m = SlotMap::new(1000);
+        assert!(m.claim(700));
+        assert!(!m.claim(700));
+        assert!(m.is_allocated(700));
+        assert_eq!(m.in_use(), 1);
+        for _ in 0..999 {
+            assert_ne!(m.alloc(), Some(700));
+        }
+        assert_eq!(m.alloc(), None);
+    }
+
+    #[test]
+    fn concurrent_alloc_free_unique() {
+        let m = SlotMap::new(8192); // 4 threads keep 1800 each
+        let per = 900;
+        let got: Vec<Vec<u64>> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4)
+                .map(|_| {
+                    s.spawn(|| {
+                        let mut mine = Vec::new();
+                        for i in 0..per * 3 {
+                            let v = m.alloc().expect("capacity suffices");
+                            mine.push(v);
+                            if i % 3 == 2 {
+                                let f = mine.swap_remove(i % mine.len());
+                                assert!(m.free(f));
+                            }
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let all: Vec<u64> = got.into_iter().flatten().collect();
+        let set: HashSet<u64> = all.iter().copied().collect();
+        assert_eq!(set.len(), all.len(), "a slot was owned twice");
+        assert_eq!(m.in_use(), all.len() as u64);
+    }
+}

@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+//! The crate's error type: one variant per cause, errnos mapped to domain variants at the I/O wrapper.
+
+use std::io;
+
+use crate::SwapSlot;
+
+/// What the store was doing when an I/O error happened.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Op {
+    /// Creating, sizing or opening the backing file.
+    Create,
+    /// Writing a data block.
+    Write,
+    /// Reading a data block.
+    Read,
+    /// Writing or reading the header or checksum table.
+    Metadata,
+    /// Punching a hole for a discarded block.
+    Discard,
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Op::Create => "create",
+            Op::Write => "write",
+            Op::Read => "read",
+            Op::Metadata => "metadata",
+            Op::Discard => "discard",
+        })
+    }
+}
+
+/// Errors of a backing store, one variant per cause. Every I/O failure is reported, counted,
+/// and leaves the store usable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No free slot is left (the kernel's `get_swap_pages` returning 0).
+    #[error("swap area is full: all slots are in use")]
+    Full,
+    /// The slot belongs to another area or lies beyond the capacity.
+    #[error("slot {slot} is out of range of this store (area {area}, capacity {capacity} slots)")]
+    OutOfRange {
+        /// The slot asked for.
+        slot: SwapSlot,
+        /// This store's area.
+        area: u32,
+        /// This store's slot count.
+        capacity: u64,
+    },
+    /// `free_slot` on a slot that is not allocated (double free or never allocated).
+    #[error("slot {0:?} is not allocated")]
+    NotAllocated(SwapSlot),
+    /// The slot holds no block: never written, discarded, or its last write failed.
+    #[error("slot {0:?} holds no data (never written or discarded)")]
+    NotWritten(SwapSlot),
+    /// The block read back does not match its checksum; the data is not returned.
+    #[error("checksum mismatch in slot {slot:?}: expected {expected:#010x}, read {actual:#010x}")]
+    Corrupt {
+        /// The slot read.
+        slot: SwapSlot,
+        /// Checksum recorded when the block was written.
+        expected: u32,
+        /// Checksum of what came back from the file.
+        actual: u32,
+    },
+    /// The filesystem is full (ENOSPC, or EDQUOT).
+    #[error("no space left on the swap file's filesystem ({op} of slot {slot:?})")]
+    NoSpace {
+        /// The operation that failed.
+        op: Op,
+        /// The slot concerned, if any.
+        slot: Option<SwapSlot>,
+    },
+    /// The file ended before the block did (it was truncated behind our back).
+    #[error("short read of slot {slot:?}: got {got} of {want} bytes")]
+    ShortRead {
+        /// The slot read.
+        slot: SwapSlot,
+        /// Bytes actually read.
+        got: usize,
+        /// Bytes wanted.
+        want: usize,
+    },
+    /// Any other I/O error (EIO and friends).
+    #[error("I/O error during {op} of slot {slot:?}: {source}")]
+    Io {
+        /// The operation that failed.
+        op: Op,
+        /// The slot concerned, if any.
+        slot: Option<SwapSlot>,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A page buffer is not exactly `PAGE_SIZE` bytes.
+    #[error("page buffer has {0} bytes, expected 4096")]
+    BadPageLength(usize),
+    /// The requested capacity is 0 or above [`crate::MAX_SLOTS`].
+    #[error("invalid slot count {0} (must be 1..={max})", max = crate::MAX_SLOTS)]
+    BadCapacity(u64),
+    /// The in-memory checksum table for this many slots could not be allocated.
+    #[error("cannot allocate the checksum table for {0} slots")]
+    OutOfMemory(u64),
+    /// `open` found no valid uzswap swap-file header.
+    #[error("not a uzswap swap file: {0}")]
+    BadHeader(String),
+}
+
+impl Error {
+    /// Maps an OS error to `NoSpace` or `Io`.
+    pub(crate) fn from_io(op: Op, slot: Option<SwapSlot>, source: io::Error) -> Error {
+        match source.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::NoSpace { op, slot },
+            _ => Error::Io { op, slot, source },
+        }
+    }
+
+    /// True for errors caused by the device (I/O, space, short reads, checksum), as opposed to misuse.
+    pub fn is_device_error(&self) -> bool {
+        matches!(
+            self,
+            Error::Corrupt { .. }
+                | Error::NoSpace { .. }
+                | Error::ShortRead { .. }
+                | Error::Io { .. }
+        )
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,701 @@
+// SPDX-License-Identifier: MIT
+//! [`SwapFile`]: a swap area kept in a real file, as the kernel's swap file is under zswap.
+//!
+//! What it owns: the file, which slots are allocated (lock-free per-cluster bitmaps, module
+//! `alloc`), one crc32c checksum per block, I/O error accounting and a [`FaultInjector`]. The
+//! cache above (`uzswap-zswap`) decides *what* goes to the file; this module makes sure what
+//! comes back is either exactly what was written or a typed error.
+//!
+//! # File layout (all integers little-endian)
+//!
+//! ```text
+//! page 0                 header: magic "UZSWAPF\0", version, area, slots, table offset,
+//!                        data offset, page size, crc32c of the header fields
+//! pages 1 ..= T          checksum table, 8 bytes per slot: 0 = no block,
+//!                        else WRITTEN (bit 32) | crc32c(area, offset, block)
+//! data offset + 4096*i   block of slot i (T = ceil(slots * 8 / 4096))
+//! ```
+//!
+//! The checksum covers the area and slot offset as well as the content, so a block that lands
+//! at the wrong offset (a misdirected write) fails its check. The table is written through on
+//! every block write (a second 8-byte `pwrite`) so a file made with [`SwapFile::create`] can be
+//! reopened with [`SwapFile::open`]; an in-memory copy makes reads verify without touching it.
+//!
+//! The file is sparse: blocks take disk space only once written, and discarded or freed blocks
+//! give it back with `fallocate(PUNCH_HOLE)`: by default per 512-slot cluster once the cluster
+//! holds no block (one 2 MiB punch instead of one punch of several µs per block on ext4), or
+//! per block ([`DiscardPolicy`]).
+//!
+//! # Concurrency and lock order
+//!
+//! There are no locks. Allocation uses atomics on per-cluster bitmaps; the checksum entries
+//! are atomics; `pread`/`pwrite` need no shared file position. The one wait: a per-cluster
+//! block count carries a "punching" bit while that cluster's hole is punched, and a writer
+//! entering the cluster yields until the punch is done, so a punch never erases a block written
+//! after it was decided. As in the kernel, where the swap cache's folio lock serialises I/O on
+//! one swap entry, the caller must not write a slot while another thread reads or writes the
+//! *same* slot (doing so can make the read report `Corrupt`, never return wrong data).
+//! Distinct slots are fully concurrent.
+//!
+//! # Errors
+//!
+//! Every failed I/O is counted in [`BackingStats`](crate::BackingStats) and leaves the file usable: a block whose
+//! write failed reads back as [`Error::NotWritten`], other blocks are unaffected. Data from a
+//! failed read is never handed out (the buffer is zeroed).
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use crate::alloc::{self, CLUSTER_SLOTS};
+use crate::error::{Error, Op, Result};
+use crate::fault::{FaultInjector, ReadFault, WriteFault};
+use crate::stats::{BackingStats, Counters};
+use crate::{BackingStore, SwapSlot, PAGE_SIZE};
+
+/// Largest slot count of one area (4 TiB of swap; the in-memory checksum table is 8 B per slot).
+pub const MAX_SLOTS: u64 = 1 << 30;
+
+const MAGIC: &[u8; 8] = b"UZSWAPF\0";
+const VERSION: u32 = 1;
+/// Table entry flag: the slot holds a block; the low 32 bits are its crc32c.
+const WRITTEN: u64 = 1 << 32;
+const ENTRY_SIZE: u64 = 8;
+/// `cluster_blocks` flag: the cluster's hole is being punched; writers into it wait.
+const PUNCHING: u32 = 1 << 31;
+/// An empty cluster is punched only once this many blocks were given up in it since its last
+/// punch: a `fallocate` costs several µs on ext4 even over holes, and a cluster that one block
+/// keeps entering and leaving would otherwise pay it every time. At most this many blocks
+/// (256 KiB) per cluster stay allocated on disk unpunched.
+const PUNCH_MIN_BLOCKS: u32 = 64;
+
+/// When the disk space of discarded blocks goes back to the filesystem.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum DiscardPolicy {
+    /// Once every block of a 512-slot cluster is gone (discarded or freed), and at least 64
+    /// blocks left it since its last punch, the whole 2 MiB range is punched in one
+    /// `fallocate`, as the kernel discards whole free swap clusters.
+    /// Punching one 4 KiB block on ext4 costs several µs (journal, extent tree); a discard here
+    /// costs one counter decrement and the checksum-table update.
+    #[default]
+    Cluster,
+    /// Every [`SwapFile::discard`] punches its block at once (space back immediately).
+    Block,
+}
+
+/// One swap area backed by a real file. `Send + Sync`; share it by reference or `Arc`.
+pub struct SwapFile {
+    file: File,
+    area: u32,
+    capacity: u64,
+    table_offset: u64,
+    data_offset: u64,
+    slots: alloc::SlotMap,
+    /// In-memory copy of the checksum table (same encoding as on disk).
+    table: Box<[AtomicU64]>,
+    counters: Counters,
+    /// Cleared the first time the filesystem refuses `FALLOC_FL_PUNCH_HOLE`.
+    punch_hole: AtomicBool,
+    /// Per cluster: blocks written in it, plus [`PUNCHING`] while its hole is being punched.
+    cluster_blocks: Box<[AtomicU32]>,
+    /// Per cluster: blocks given up since its last punch (the space a punch would return).
+    cluster_garbage: Box<[AtomicU32]>,
+    /// [`DiscardPolicy`] as a u8.
+    discard_policy: AtomicU8,
+    injector: FaultInjector,
+}
+
+impl std::fmt::Debug for SwapFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SwapFile")
+            .field("area", &self.area)
+            .field("capacity", &self.capacity)
+            .field("slots_in_use", &self.slots_in_use())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Checksum of a block: crc32c over (area, offset, content), so a block stored at the wrong
+/// place does not verify.
+#[inline]
+pub fn block_checksum(slot: SwapSlot, page: &[u8]) -> u32 {
+    let mut seed = [0u8; 12];
+    seed[..4].copy_from_slice(&slot.area.to_le_bytes());
+    seed[4..].copy_from_slice(&slot.offset.to_le_bytes());
+    crc32c::crc32c_append(crc32c::crc32c(&seed), page)
+}
+
+fn table_pages(slots: u64) -> u64 {
+    (slots * ENTRY_SIZE).div_ceil(PAGE_SIZE as u64)
+}
+
+/// Reads exactly `buf.len()` bytes at `pos`, retrying EINTR; returns the bytes read before EOF.
+fn pread_full(file: &File, buf: &mut [u8], pos: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], pos + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}
+
+fn encode_header(area: u32, slots: u64, table_offset: u64, data_offset: u64) -> Vec<u8> {
+    let mut h = vec![0u8; PAGE_SIZE];
+    h[0..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&area.to_le_bytes());
+    h[16..24].copy_from_slice(&slots.to_le_bytes());
+    h[24..32].copy_from_slice(&table_offset.to_le_bytes());
+    h[32..40].copy_from_slice(&data_offset.to_le_bytes());
+    h[40..44].copy_from_slice(&(PAGE_SIZE as u32).to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..44]);
+    h[44..48].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    u32::from_le_bytes(b[..4].try_into().expect("4 bytes"))
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
+}
+
+/// Opens an unnamed file in `dir` (O_TMPFILE); where the filesystem lacks it, a named file
+/// that is unlinked at once. Either way the blocks vanish with the last descriptor.
+fn open_temp(dir: &Path) -> io::Result<File> {
+    let tmp = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir);
+    match tmp {
+        Ok(f) => Ok(f),
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::EISDIR) | Some(libc::EINVAL)
+            ) =>
+        {
+            static SEQ: AtomicU64 = AtomicU64::new(0);
+            let name = dir.join(format!(
+                ".uzswap-swap-{}-{}",
+                std::process::id(),
+                SEQ.fetch_add(1, Ordering::Relaxed)
+            ));
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&name)?;
+            std::fs::remove_file(&name)?;
+            Ok(f)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// An all-zero checksum table of `n` entries, from `alloc_zeroed`: the OS hands out zero pages
+/// lazily, so a large, mostly unused area costs no resident memory, and a request the allocator
+/// cannot satisfy is an error instead of an abort.
+fn zeroed_table(n: usize) -> Option<Box<[AtomicU64]>> {
+    let layout = std::alloc::Layout::array::<AtomicU64>(n).ok()?;
+    if layout.size() == 0 {
+        return Some(Box::new([]));
+    }
+    // SAFETY: the layout has a non-zero size (checked above).
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<AtomicU64>();
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` is a fresh allocation of exactly `layout` (n AtomicU64s, the global
+    // allocator, as Box<[T]> requires); all-zero bytes are a valid AtomicU64 (same layout as u64).
+    Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n)) })
+}
+
+impl SwapFile {
+    /// Creates (or truncates) a swap file at `path` with `slots` slots: header page, checksum
+    /// table, and a sparse data area.
+    pub fn create(path: &Path, area: u32, slots: u64) -> Result<SwapFile> {
+        Self::check_capacity(slots)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Error::from_io(Op::Create, None, e))?;
+        Self::init(file, area, slots)
+    }
+
+    /// Creates an anonymous swap file in directory `dir` (O_TMPFILE): same layout, gone when the
+    /// `SwapFile` is dropped or the process exits.
+    pub fn create_temp(dir: &Path, area: u32, slots: u64) -> Result<SwapFile> {
+        Self::check_capacity(slots)?;
+        let file = open_temp(dir).map_err(|e| Error::from_io(Op::Create, None, e))?;
+        Self::init(file, area, slots)
+    }
+
+    /// Reopens a file made by [`SwapFile::create`]: every slot that holds a block comes back
+    /// allocated, with its checksum, so its content can be read (and verified) again.
+    pub fn open(path: &Path) -> Result<SwapFile> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::from_io(Op::Create, None, e))?;
+        let mut h = vec![0u8; PAGE_SIZE];
+        let n = pread_full(&file, &mut h, 0).map_err(|e| Error::from_io(Op::Metadata, None, e))?;
+        if n < PAGE_SIZE {
+            return Err(Error::BadHeader(format!("file has only {n} bytes")));
+        }
+        if &h[0..8] != MAGIC {
+            return Err(Error::BadHeader("bad magic".into()));
+        }
+        if le_u32(&h[44..48]) != crc32c::crc32c(&h[0..44]) {
+            return Err(Error::BadHeader("header checksum mismatch".into()));
+        }
+        let version = le_u32(&h[8..12]);
+        if version != VERSION {
+            return Err(Error::BadHeader(format!("unsupported version {version}")));
+        }
+        let area = le_u32(&h[12..16]);
+        let slots = le_u64(&h[16..24]);
+        let table_offset = le_u64(&h[24..32]);
+        let data_offset = le_u64(&h[32..40]);
+        if le_u32(&h[40..44]) as usize != PAGE_SIZE
+            || slots == 0
+            || slots > MAX_SLOTS
+            || table_offset != PAGE_SIZE as u64
+            || data_offset != PAGE_SIZE as u64 * (1 + table_pages(slots))
+        {
+            return Err(Error::BadHeader("inconsistent geometry".into()));
+        }
+        let mut raw = vec![0u8; (slots * ENTRY_SIZE) as usize];
+        let n = pread_full(&file, &mut raw, table_offset)
+            .map_err(|e| Error::from_io(Op::Metadata, None, e))?;
+        if n < raw.len() {
+            return Err(Error::BadHeader("checksum table truncated".into()));
+        }
+        let sf = Self::build(file, area, slots, table_offset, data_offset)?;
+        for (i, e) in raw.chunks_exact(ENTRY_SIZE as usize).enumerate() {
+            let v = le_u64(e);
+            if v & WRITTEN != 0 {
+                sf.table[i].store(v, Ordering::Relaxed);
+                sf.slots.claim(i as u64);
+                sf.counters.blocks_stored.inc();
+                sf.cluster_blocks[i / CLUSTER_SLOTS].fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(sf)
+    }
+
+    fn check_capacity(slots: u64) -> Result<()> {
+        if slots == 0 || slots > MAX_SLOTS {
+            return Err(Error::BadCapacity(slots));
+        }
+        Ok(())
+    }
+
+    fn init(file: File, area: u32, slots: u64) -> Result<SwapFile> {
+        let table_offset = PAGE_SIZE as u64;
+        let data_offset = table_offset + table_pages(slots) * PAGE_SIZE as u64;
+        file.set_len(data_offset + slots * PAGE_SIZE as u64)
+            .map_err(|e| Error::from_io(Op::Create, None, e))?;
+        file.write_all_at(&encode_header(area, slots, table_offset, data_offset), 0)
+            .map_err(|e| Error::from_io(Op::Metadata, None, e))?;
+        Self::build(file, area, slots, table_offset, data_offset)
+    }
+
+    fn build(
+        file: File,
+        area: u32,
+        capacity: u64,
+        table_offset: u64,
+        data_offset: u64,
+    ) -> Result<SwapFile> {
+        Ok(SwapFile {
+            file,
+            area,
+            capacity,
+            table_offset,
+            data_offset,
+            slots: alloc::SlotMap::new(capacity),
+            table: zeroed_table(capacity as usize).ok_or(Error::OutOfMemory(capacity))?,
+            counters: Counters::default(),
+            punch_hole: AtomicBool::new(true),
+            cluster_blocks: (0..capacity.div_ceil(CLUSTER_SLOTS as u64))
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            cluster_garbage: (0..capacity.div_ceil(CLUSTER_SLOTS as u64))
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            discard_policy: AtomicU8::new(DiscardPolicy::default() as u8),
+            injector: FaultInjector::new(),
+        })
+    }
+
+    /// The area number (the swap type) of every slot of this file.
+    pub fn area(&self) -> u32 {
+        self.area
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    /// Slots allocated right now.
+    pub fn slots_in_use(&self) -> u64 {
+        self.slots.in_use()
+    }
+
+    /// Allocates a free slot (lock-free, per-cluster); [`Error::Full`] when none is left.
+    pub fn alloc_slot(&self) -> Result<SwapSlot> {
+        match self.slots.alloc() {
+            Some(offset) => Ok(SwapSlot::new(self.area, offset)),
+            None => Err(Error::Full),
+        }
+    }
+
+    /// Frees an allocated slot and forgets its block (reads return `NotWritten` until it is
+    /// allocated and written again). Under [`DiscardPolicy::Cluster`] the disk space goes back
+    /// with the whole cluster once it holds no block; otherwise the next write reuses it.
+    pub fn free_slot(&self, slot: SwapSlot) -> Result<()> {
+        let off = self.check_slot(slot)?;
+        if !self.slots.is_allocated(off) {
+            return Err(Error::NotAllocated(slot));
+        }
+        // Forget the block before the slot can be handed out again.
+        self.forget(slot, off);
+        if !self.slots.free(off) {
+            return Err(Error::NotAllocated(slot));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn check_slot(&self, slot: SwapSlot) -> Result<u64> {
+        if slot.area != self.area || slot.offset >= self.capacity {
+            return Err(Error::OutOfRange {
+                slot,
+                area: self.area,
+                capacity: self.capacity,
+            });
+        }
+        Ok(slot.offset)
+    }
+
+    #[inline]
+    fn block_pos(&self, off: u64) -> u64 {
+        self.data_offset + off * PAGE_SIZE as u64
+    }
+
+    /// Clears the checksum entry in memory and on disk; true if the slot held a block.
+    fn forget(&self, slot: SwapSlot, off: u64) -> bool {
+        let old = self.table[off as usize].swap(0, Ordering::AcqRel);
+        if old & WRITTEN == 0 {
+            return false;
+        }
+        self.counters.blocks_stored.dec();
+        if let Err(e) = self.write_entry(off, 0) {
+            // The in-memory table is authoritative while the file is open; a stale on-disk entry
+            // only matters to `open`, where the block would then fail its checksum or be reused.
+            self.counters
+                .count_write_error(&Error::from_io(Op::Metadata, Some(slot), e));
+        }
+        self.release_block(off);
+        true
+    }
+
+    /// Counts a block about to be written into its cluster, waiting while the cluster's hole
+    /// is being punched (so a punch never erases a block written after it was decided).
+    fn acquire_block(&self, off: u64) {
+        let c = &self.cluster_blocks[off as usize / CLUSTER_SLOTS];
+        let mut cur = c.load(Ordering::Acquire);
+        loop {
+            if cur & PUNCHING != 0 {
+                std::thread::yield_now();
+                cur = c.load(Ordering::Acquire);
+                continue;
+            }
+            match c.compare_exchange_weak(cur, cur + 1, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return,
+                Err(v) => cur = v,
+            }
+        }
+    }
+
+    /// Uncounts a block that is gone; under [`DiscardPolicy::Cluster`] the last one out punches
+    /// the cluster's whole range.
+    fn release_block(&self, off: u64) {
+        let ci = off as usize / CLUSTER_SLOTS;
+        let c = &self.cluster_blocks[ci];
+        let garbage = self.cluster_garbage[ci].fetch_add(1, Ordering::Relaxed) + 1;
+        let prev = c.fetch_sub(1, Ordering::AcqRel);
+        debug_assert!(prev & !PUNCHING > 0, "cluster {ci} block count underflow");
+        if prev != 1
+            || garbage < PUNCH_MIN_BLOCKS
+            || self.discard_policy.load(Ordering::Relaxed) != DiscardPolicy::Cluster as u8
+            || !self.punch_hole.load(Ordering::Relaxed)
+        {
+            return;
+        }
+        // Empty now: claim the punch unless a writer got in first.
+        if c.compare_exchange(0, PUNCHING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            return;
+        }
+        self.cluster_garbage[ci].store(0, Ordering::Relaxed);
+        let first = (ci * CLUSTER_SLOTS) as u64;
+        let n = (CLUSTER_SLOTS as u64).min(self.capacity - first);
+        self.punch(first, n);
+        c.fetch_and(!PUNCHING, Ordering::AcqRel);
+    }
+
+    /// Punches the blocks `[first, first + n)`; remembers if the filesystem cannot.
+    fn punch(&self, first: u64, n: u64) {
+        // SAFETY: fallocate on a descriptor we own, with a range inside the file; it touches
+        // no memory of this process.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                self.block_pos(first) as libc::off_t,
+                (n * PAGE_SIZE as u64) as libc::off_t,
+            )
+        };
+        if rc != 0 {
+            let err = io::Error::last_os_error();
+            if matches!(
+                err.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
+            ) {
+                self.punch_hole.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Chooses when discarded blocks give their space back (default [`DiscardPolicy::Cluster`]).
+    pub fn set_discard_policy(&self, policy: DiscardPolicy) {
+        self.discard_policy.store(policy as u8, Ordering::Relaxed);
+    }
+
+    fn write_entry(&self, off: u64, v: u64) -> io::Result<()> {
+        self.file
+            .write_all_at(&v.to_le_bytes(), self.table_offset + off * ENTRY_SIZE)
+    }
+
+    /// Writes one page into an allocated slot, with its checksum. On failure the slot holds no
+    /// block (reads give `NotWritten`); other slots are untouched.
+    pub fn write_page(&self, slot: SwapSlot, page: &[u8]) -> Result<()> {
+        let off = self.check_slot(slot)?;
+        if page.len() != PAGE_SIZE {
+            return Err(Error::BadPageLength(page.len()));
+        }
+        if !self.slots.is_allocated(off) {
+            return Err(Error::NotAllocated(slot));
+        }
+        let crc = block_checksum(slot, page);
+        // Until the new block and its entry are both on disk the slot holds nothing valid.
+        if self.table[off as usize].swap(0, Ordering::AcqRel) & WRITTEN != 0 {
+            self.counters.blocks_stored.dec();
+        } else {
+            self.acquire_block(off);
+        }
+        let res = match self.injector.on_write() {
+            WriteFault::None => self.file.write_all_at(page, self.block_pos(off)),
+            WriteFault::Eio => Err(io::Error::from_raw_os_error(libc::EIO)),
+            WriteFault::NoSpace => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
+            WriteFault::Corrupt => {
+                let mut bad = page.to_vec();
+                bad[off as usize % PAGE_SIZE] ^= 0x01;
+                self.file.write_all_at(&bad, self.block_pos(off))
+            }
+            WriteFault::Misdirect => self
+                .file
+                .write_all_at(page, self.block_pos((off + 1) % self.capacity)),
+        };
+        let entry = WRITTEN | crc as u64;
+        let res = res
+            .map_err(|e| Error::from_io(Op::Write, Some(slot), e))
+            .and_then(|()| {
+                self.write_entry(off, entry)
+                    .map_err(|e| Error::from_io(Op::Metadata, Some(slot), e))
+            });
+        match res {
+            Ok(()) => {
+                self.table[off as usize].store(entry, Ordering::Release);
+                self.counters.writes.inc();
+                self.counters.blocks_stored.inc();
+                Ok(())
+            }
+            Err(e) => {
+                self.counters.count_write_error(&e);
+                // The slot holds nothing now (whatever reached the file is not trusted).
+                self.release_block(off);
+                Err(e)
+            }
+        }
+    }
+
+    /// Reads the block of a slot into `page` and verifies it. `Error::NotWritten` if the slot
+    /// holds no block, `Error::Corrupt` if the content does not match its checksum. On any
+    /// error `page` is zeroed: wrong data is never handed out.
+    pub fn read_page(&self, slot: SwapSlot, page: &mut [u8]) -> Result<()> {
+        let off = self.check_slot(slot)?;
+        if page.len() != PAGE_SIZE {
+            return Err(Error::BadPageLength(page.len()));
+        }
+        let res = self.read_verified(slot, off, page);
+        if res.is_err() {
+            page.fill(0);
+        }
+        res
+    }
+
+    fn read_verified(&self, slot: SwapSlot, off: u64, page: &mut [u8]) -> Result<()> {
+        let entry = self.table[off as usize].load(Ordering::Acquire);
+        if entry & WRITTEN == 0 {
+            self.counters.not_written_reads.inc();
+            return Err(Error::NotWritten(slot));
+        }
+        let got = match self.injector.on_read() {
+            ReadFault::None => pread_full(&self.file, page, self.block_pos(off)),
+            ReadFault::Eio => Err(io::Error::from_raw_os_error(libc::EIO)),
+            ReadFault::Short => Ok(PAGE_SIZE / 2),
+        };
+        let got = got.map_err(|e| {
+            self.counters.read_errors.inc();
+            Error::from_io(Op::Read, Some(slot), e)
+        })?;
+        if got < PAGE_SIZE {
+            self.counters.read_errors.inc();
+            self.counters.short_reads.inc();
+            return Err(Error::ShortRead {
+                slot,
+                got,
+                want: PAGE_SIZE,
+            });
+        }
+        let expected = entry as u32;
+        let actual = block_checksum(slot, page);
+        if actual != expected {
+            self.counters.checksum_errors.inc();
+            return Err(Error::Corrupt {
+                slot,
+                expected,
+                actual,
+            });
+        }
+        self.counters.reads.inc();
+        Ok(())
+    }
+
+    /// True if the slot currently holds a written block.
+    pub fn is_written(&self, slot: SwapSlot) -> bool {
+        match self.check_slot(slot) {
+            Ok(off) => self.table[off as usize].load(Ordering::Acquire) & WRITTEN != 0,
+            Err(_) => false,
+        }
+    }
+
+    /// Forgets the block of a slot (reads give `NotWritten`) and gives its disk space back
+    /// with `fallocate(PUNCH_HOLE | KEEP_SIZE)` where the filesystem supports it: at once under
+    /// [`DiscardPolicy::Block`], with its whole cluster once that holds no block under
+    /// [`DiscardPolicy::Cluster`] (the default). The slot stays allocated. Invalid slots and
+    /// slots without a block are ignored.
+    pub fn discard(&self, slot: SwapSlot) {
+        let Ok(off) = self.check_slot(slot) else {
+            return;
+        };
+        if !self.forget(slot, off) {
+            return;
+        }
+        self.counters.discards.inc();
+        if self.discard_policy.load(Ordering::Relaxed) == DiscardPolicy::Block as u8
+            && self.punch_hole.load(Ordering::Relaxed)
+        {
+            self.punch(off, 1);
+        }
+    }
+
+    /// Flushes blocks and checksum table to stable storage (`fdatasync`).
+    pub fn sync(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::from_io(Op::Metadata, None, e))
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> BackingStats {
+        self.counters
+            .snapshot(self.capacity, self.slots.in_use(), self.injector.injected())
+    }
+
+    /// The fault injector of this file (for tests of the layers above).
+    pub fn fault_injector(&self) -> &FaultInjector {
+        &self.injector
+    }
+
+    /// Flips one bit of the block stored for slot `offset`, directly in the file (the checksum
+    /// table is not touched), as silent media corruption would. Counted as an injected fault.
+    pub fn corrupt_block(&self, offset: u64, byte: usize) -> io::Result<()> {
+        if offset >= self.capacity || byte >= PAGE_SIZE {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "slot or byte out of range",
+            ));
+        }
+        let pos = self.block_pos(offset) + byte as u64;
+        let mut b = [0u8; 1];
+        self.file.read_exact_at(&mut b, pos)?;
+        b[0] ^= 0x10;
+        self.file.write_all_at(&b, pos)?;
+        self.injector.count_injected();
+        Ok(())
+    }
+
+    /// Byte offset of a slot's block in the file (for tools and tests that inspect the file).
+    pub fn block_file_offset(&self, slot: SwapSlot) -> Result<u64> {
+        Ok(self.block_pos(self.check_slot(slot)?))
+    }
+}
+
+impl BackingStore for SwapFile {
+    fn area(&self) -> u32 {
+        self.area
+    }
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    fn alloc_slot(&self) -> Result<SwapSlot> {
+        SwapFile::alloc_slot(self)
+    }
+    fn free_slot(&self, slot: SwapSlot) -> Result<()> {
+        SwapFile::free_slot(self, slot)
+    }
+    fn write_page(&self, slot: SwapSlot, page: &[u8]) -> Result<()> {
+        SwapFile::write_page(self, slot, page)
+    }
+    fn read_page(&self, slot: SwapSlot, page: &mut [u8]) -> Result<()> {
+        SwapFile::read_page(self, slot, page)
+    }
+    fn discard(&self, slot: SwapSlot) {
+        SwapFile::discard(self, slot)
+    }
+    fn stats(&self) -> BackingStats {
+        SwapFile::stats(self)
+    }
+}

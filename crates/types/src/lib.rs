@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+//! uzswap-types: the vocabulary shared by every layer of uzswap.
+//!
+//! **Owns**: the page geometry ([`PAGE_SIZE`], [`PAGE_SHIFT`]) and the cache's key,
+//! [`SwapSlot`] (the kernel's `swp_entry_t`: swap type and offset). Nothing else: a type
+//! belongs here only if two layers that do not depend on each other both need it (the
+//! backing stores and the cache; the trace format and the reclaim engine).
+//!
+//! **Data layout**: plain values, `Copy`, no heap. **Locks**: none. No dependencies (serde
+//! only behind the `serde` feature), no unsafe code.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+use std::fmt;
+
+/// log2 of [`PAGE_SIZE`] (the kernel's `PAGE_SHIFT` on x86-64 and arm64 with 4 KiB pages).
+pub const PAGE_SHIFT: u32 = 12;
+
+/// Size of one page: what the cache stores per slot, a block of a backing store, and a frame
+/// of a zspage.
+pub const PAGE_SIZE: usize = 1 << PAGE_SHIFT;
+
+/// A swap entry: which swap area, which slot in it. The cache's key (the kernel's
+/// `swp_entry_t`: swap type and swap offset).
+///
+/// Ordered by area, then offset. `Display` prints `area:offset` (e.g. `0:4096`).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct SwapSlot {
+    /// Swap area (the kernel's swap type).
+    pub area: u32,
+    /// Slot index inside the area (the kernel's swap offset).
+    pub offset: u64,
+}
+
+impl SwapSlot {
+    /// A slot of `area` at `offset`.
+    pub const fn new(area: u32, offset: u64) -> SwapSlot {
+        SwapSlot { area, offset }
+    }
+}
+
+impl fmt::Display for SwapSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.area, self.offset)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_geometry() {
+        assert_eq!(PAGE_SIZE, 4096);
+        assert_eq!(1usize << PAGE_SHIFT, PAGE_SIZE);
+    }
+
+    #[test]
+    fn slots_order_by_area_then_offset() {
+        let mut v = vec![
+            SwapSlot::new(1, 0),
+            SwapSlot::new(0, 7),
+            SwapSlot::new(0, 3),
+        ];
+        v.sort();
+        assert_eq!(
+            v,
+            [
+                SwapSlot::new(0, 3),
+                SwapSlot::new(0, 7),
+                SwapSlot::new(1, 0)
+            ]
+        );
+        assert_eq!(SwapSlot::new(2, 4096).to_string(), "2:4096");
+        assert_eq!(
+            format!("{:?}", SwapSlot::new(0, 1)),
+            "SwapSlot { area: 0, offset: 1 }"
+        );
+    }
+}

@@ -1,0 +1,513 @@
+// SPDX-License-Identifier: MIT
+//! The cache object: [`Zswap`], its public API, and the state every path shares (`Inner`:
+//! hot parameters, pools, swap areas, cgroups, counters, the worker's control block).
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::cgroup::{self, CgroupId};
+use crate::hooks::FaultHooks;
+use crate::index::{AreaIndex, SlotValue};
+use crate::lru::unpack_slot;
+use crate::outcome::{LoadOutcome, MetadataUsage, PoolInfo, SlotState, StoreOutcome};
+use crate::params::{Params, WarmProtection};
+use crate::pool;
+use crate::pressure::{self, PressureConfig};
+use crate::shrink::ShrinkScan;
+use crate::stats::{Counters, Striped, G, NR_GLOBAL};
+use crate::worker::{WorkerCtl, WorkerState};
+use crate::{BackingStore, Error, SwapFile, SwapSlot, MAX_AREAS, PAGE_SIZE};
+
+pub(crate) struct Area {
+    /// Where written-back and swapped-out pages go.
+    pub(crate) store: Arc<dyn BackingStore>,
+    /// The same store as a [`SwapFile`], when it was attached as one.
+    pub(crate) file: Option<Arc<SwapFile>>,
+    pub(crate) index: AreaIndex,
+}
+
+/// Parameters read on the hot path, kept as atomics (the full `Params` sits behind a mutex).
+pub(crate) struct HotParams {
+    pub(crate) enabled: AtomicBool,
+    pub(crate) max_pages: AtomicU64,
+    pub(crate) accept_pages: AtomicU64,
+    pub(crate) proactive_start: AtomicU64,
+    pub(crate) proactive: AtomicBool,
+    pub(crate) reject_poor: AtomicBool,
+    pub(crate) shrinker_enabled: AtomicBool,
+    pub(crate) warm: AtomicU8,
+    pub(crate) memcg_sync: AtomicBool,
+}
+
+impl HotParams {
+    pub(crate) fn set(&self, p: &Params) {
+        self.enabled.store(p.enabled, Relaxed);
+        self.max_pages.store(p.max_pool_pages(), Relaxed);
+        self.accept_pages.store(p.accept_threshold_pages(), Relaxed);
+        self.proactive_start
+            .store(p.proactive_start_pages(), Relaxed);
+        self.proactive.store(p.proactive_shrink, Relaxed);
+        self.reject_poor.store(p.reject_compress_poor, Relaxed);
+        self.shrinker_enabled.store(p.shrinker_enabled, Relaxed);
+        self.warm.store(p.warm_protection as u8, Relaxed);
+        self.memcg_sync.store(p.memcg_limit_sync_writeback, Relaxed);
+    }
+    pub(crate) fn warm(&self) -> WarmProtection {
+        if self.warm.load(Relaxed) == WarmProtection::ProtectedSize as u8 {
+            WarmProtection::ProtectedSize
+        } else {
+            WarmProtection::SecondChance
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) params: Mutex<Params>,
+    pub(crate) hot: HotParams,
+    pub(crate) reached_full: AtomicBool,
+    pub(crate) pools: pool::Pools,
+    pub(crate) areas: Box<[OnceLock<Area>]>,
+    pub(crate) cgroups: cgroup::Cgroups,
+    pub(crate) stats: Striped<NR_GLOBAL>,
+    /// Stores and loads in progress (the shrink worker yields while any are).
+    pub(crate) hot_ops: Striped<1>,
+    pub(crate) worker: WorkerCtl,
+    pub(crate) faults: FaultHooks,
+    pub(crate) nodes: usize,
+}
+
+/// The cache. `Send + Sync`; share it by reference or in an `Arc`. Dropping it stops its
+/// background threads.
+pub struct Zswap {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) worker: Mutex<Option<std::thread::JoinHandle<()>>>,
+    pub(crate) pressure: Mutex<Option<pressure::Monitor>>,
+}
+
+/// Bound of a pool's cache of freed zspage memory: the pool limit (see `pool::memory_policy`).
+fn cache_bound(p: &Params) -> usize {
+    usize::try_from(p.max_pool_pages()).unwrap_or(usize::MAX)
+}
+
+impl Zswap {
+    /// A cache with these parameters and no swap area yet; starts the shrink worker thread.
+    pub fn new(params: Params) -> Result<Zswap, Error> {
+        params.validate()?;
+        let nodes = params.numa_nodes;
+        let hot = HotParams {
+            enabled: AtomicBool::new(false),
+            max_pages: AtomicU64::new(0),
+            accept_pages: AtomicU64::new(0),
+            proactive_start: AtomicU64::new(0),
+            proactive: AtomicBool::new(false),
+            reject_poor: AtomicBool::new(false),
+            shrinker_enabled: AtomicBool::new(false),
+            warm: AtomicU8::new(0),
+            memcg_sync: AtomicBool::new(true),
+        };
+        hot.set(&params);
+        let inner = Arc::new(Inner {
+            pools: pool::Pools::new(params.compressor, params.chain_size, cache_bound(&params))?,
+            params: Mutex::new(params),
+            hot,
+            reached_full: AtomicBool::new(false),
+            areas: (0..MAX_AREAS).map(|_| OnceLock::new()).collect(),
+            cgroups: cgroup::Cgroups::new(nodes),
+            stats: Striped::new(),
+            hot_ops: Striped::new(),
+            worker: WorkerCtl {
+                queued: AtomicBool::new(false),
+                state: Mutex::new(WorkerState::default()),
+                cv: Condvar::new(),
+                idle_cv: Condvar::new(),
+            },
+            faults: FaultHooks::default(),
+            nodes,
+        });
+        let w = inner.clone();
+        let handle = std::thread::Builder::new()
+            .name("zswap-shrink".into())
+            .spawn(move || w.worker_main())
+            .map_err(|e| Error::InvalidParam(format!("cannot start the shrink worker: {e}")))?;
+        Ok(Zswap {
+            inner,
+            worker: Mutex::new(Some(handle)),
+            pressure: Mutex::new(None),
+        })
+    }
+
+    /// Attach a backing store (a swap file, a [`MemStore`](uzswap_backing::MemStore), a remote
+    /// tier...) as swap area `store.area()`: pages of that area are written back to it and read
+    /// from it.
+    pub fn add_backing_store(&self, store: Arc<dyn BackingStore>) -> Result<(), Error> {
+        self.attach(store, None)
+    }
+
+    /// Attach a swap file as swap area `swap.area()` (as [`Zswap::add_backing_store`], and
+    /// [`Zswap::swap_file`] gives it back as a `SwapFile`).
+    pub fn add_swap_file(&self, swap: Arc<SwapFile>) -> Result<(), Error> {
+        self.attach(swap.clone(), Some(swap))
+    }
+
+    fn attach(
+        &self,
+        store: Arc<dyn BackingStore>,
+        file: Option<Arc<SwapFile>>,
+    ) -> Result<(), Error> {
+        let a = store.area();
+        let cell = self
+            .inner
+            .areas
+            .get(a as usize)
+            .ok_or(Error::TooManyAreas(a))?;
+        let index = AreaIndex::new(store.capacity());
+        cell.set(Area { store, file, index })
+            .map_err(|_| Error::AreaExists(a))
+    }
+
+    /// The backing store of an area.
+    pub fn backing_store(&self, area: u32) -> Option<Arc<dyn BackingStore>> {
+        self.inner.area(area).map(|a| a.store.clone())
+    }
+
+    /// The swap file of an area, if it was attached with [`Zswap::add_swap_file`].
+    pub fn swap_file(&self, area: u32) -> Option<Arc<SwapFile>> {
+        self.inner.area(area).and_then(|a| a.file.clone())
+    }
+
+    /// `zswap_store`: keep `page` for `slot`, charged to `cg`. Any older content of the slot is
+    /// dropped, whatever the outcome (a rejected page goes to the swap file, so no stale copy may
+    /// remain).
+    pub fn store(&self, slot: SwapSlot, page: &[u8], cg: CgroupId) -> StoreOutcome {
+        self.inner.store(slot, page, cg, None)
+    }
+
+    /// `store` with the page's NUMA node given (the kernel's `page_to_nid`) instead of the
+    /// calling CPU's: the entry goes on the (`cg`, `node`) LRU list. For embedders that know
+    /// where a page lives, e.g. a VMM and its guest's nodes. A node not below
+    /// `Params::numa_nodes` is rejected (`NoSuchNode`) without touching the slot.
+    pub fn store_on_node(
+        &self,
+        slot: SwapSlot,
+        page: &[u8],
+        cg: CgroupId,
+        node: usize,
+    ) -> StoreOutcome {
+        self.inner.store(slot, page, cg, Some(node))
+    }
+
+    /// `zswap_load`: fill `page` with the slot's content from the pool (`Hit`), from the swap
+    /// file (`FromSwapFile`, pswpin) or report `Absent`. An exclusive load drops what it read,
+    /// as the kernel does when the swap-cache page becomes the only copy. A checksum mismatch or
+    /// a decompression failure is an error, never data.
+    pub fn load(
+        &self,
+        slot: SwapSlot,
+        page: &mut [u8],
+        exclusive: bool,
+    ) -> Result<LoadOutcome, Error> {
+        self.inner.load(slot, page, exclusive, None)
+    }
+
+    /// `load` into a page on NUMA node `node` rather than the calling CPU's. The node only
+    /// matters for a page read from the swap file: its refault credit goes to the (owner
+    /// cgroup, `node`) list, as the kernel credits the lruvec of the newly allocated folio.
+    /// `Error::NoSuchNode` if `node` is not below `Params::numa_nodes`.
+    pub fn load_on_node(
+        &self,
+        slot: SwapSlot,
+        page: &mut [u8],
+        exclusive: bool,
+        node: usize,
+    ) -> Result<LoadOutcome, Error> {
+        self.inner.load(slot, page, exclusive, Some(node))
+    }
+
+    /// `zswap_invalidate`: forget the slot's content (entry, zero mark and swap-file block).
+    /// Slot allocation stays with the caller (`SwapFile::alloc_slot` / `free_slot`).
+    pub fn invalidate(&self, slot: SwapSlot) {
+        self.inner.invalidate(slot)
+    }
+
+    /// Store, or write the page to the swap file if the cache rejects it (pswpout). Returns
+    /// `Rejected(reason)` when the page went to the file; an error if it could go nowhere.
+    pub fn swap_out(
+        &self,
+        slot: SwapSlot,
+        page: &[u8],
+        cg: CgroupId,
+    ) -> Result<StoreOutcome, Error> {
+        self.inner.swap_out(slot, page, cg, None)
+    }
+
+    /// `swap_out` with the page's NUMA node given, as `store_on_node`.
+    pub fn swap_out_on_node(
+        &self,
+        slot: SwapSlot,
+        page: &[u8],
+        cg: CgroupId,
+        node: usize,
+    ) -> Result<StoreOutcome, Error> {
+        self.inner.swap_out(slot, page, cg, Some(node))
+    }
+
+    /// Every counter, with the pool size and per-cgroup figures.
+    pub fn counters(&self) -> Counters {
+        let i = &self.inner;
+        let mut c = Counters::from_global(&i.stats);
+        let live = i.pools.live();
+        c.pool_total_size =
+            live.iter().map(|p| p.zs.total_pages() as u64).sum::<u64>() * PAGE_SIZE as u64;
+        c.pool_cached_size =
+            live.iter().map(|p| p.zs.cached_pages() as u64).sum::<u64>() * PAGE_SIZE as u64;
+        c.nr_pools = live.len() as u64;
+        c.cgroups = i.cgroups.snapshot();
+        c
+    }
+
+    /// The parameters in force.
+    pub fn params(&self) -> Params {
+        self.inner.params.lock().clone()
+    }
+
+    /// Change parameters at run time. A new compressor or chain size creates a new pool; old
+    /// pools keep serving their entries and are freed with their last entry. `numa_nodes` is
+    /// fixed when the cache is created: a different value is an error.
+    pub fn set_params(&self, p: Params) -> Result<(), Error> {
+        p.validate()?;
+        let mut cur = self.inner.params.lock();
+        if p.numa_nodes != cur.numa_nodes {
+            return Err(Error::InvalidParam(format!(
+                "numa_nodes can't change at run time (the cache has {})",
+                cur.numa_nodes
+            )));
+        }
+        if p.compressor != cur.compressor || p.chain_size != cur.chain_size {
+            self.inner.pools.switch(p.compressor, p.chain_size)?;
+        }
+        self.inner.hot.set(&p);
+        if p.max_pool_percent != cur.max_pool_percent
+            || p.total_memory_bytes != cur.total_memory_bytes
+        {
+            // A new limit re-evaluates the hysteresis latch from scratch.
+            self.inner.reached_full.store(false, Relaxed);
+            self.inner.pools.set_max_cached_pages(cache_bound(&p));
+        }
+        *cur = p;
+        Ok(())
+    }
+
+    /// Create a cgroup under `parent`.
+    pub fn create_cgroup(&self, parent: CgroupId) -> Result<CgroupId, Error> {
+        self.inner.cgroups.create(parent)
+    }
+
+    /// Remove a cgroup: its entries are reparented (their charge is already part of every
+    /// ancestor's, and the parent's shrinker walk covers their LRU lists).
+    pub fn remove_cgroup(&self, cg: CgroupId) -> Result<(), Error> {
+        self.inner.cgroups.remove(cg)
+    }
+
+    /// memory.zswap.max in bytes (`None` = "max").
+    pub fn set_cgroup_zswap_max(&self, cg: CgroupId, max: Option<u64>) -> Result<(), Error> {
+        self.inner.cgroups.set_max(cg, max)
+    }
+
+    /// memory.zswap.writeback.
+    pub fn set_cgroup_writeback(&self, cg: CgroupId, enabled: bool) -> Result<(), Error> {
+        self.inner.cgroups.set_writeback(cg, enabled)
+    }
+
+    /// Metadata bytes per stored (compressed or raw) page: entry slabs, slot tables and LRU
+    /// nodes, divided by `stored_pages` (zero pages only cost their 4-byte slot word).
+    pub fn metadata_bytes_per_entry(&self) -> f64 {
+        let m = self.metadata();
+        m.total_bytes() as f64 / m.stored_pages.max(1) as f64
+    }
+
+    /// Metadata memory, measured from the allocations held now.
+    pub fn metadata(&self) -> MetadataUsage {
+        let i = &self.inner;
+        let mut m = MetadataUsage::default();
+        for a in i.areas.iter().filter_map(OnceLock::get) {
+            for s in a.index.shards.iter() {
+                let (w, e) = s.table.lock().heap_bytes();
+                m.index_bytes += w as u64;
+                m.entry_bytes += e as u64;
+            }
+        }
+        for id in 0..i.cgroups.id_limit() {
+            if let Some(c) = i.cgroups.get(id) {
+                m.lru_bytes += c
+                    .lists
+                    .iter()
+                    .map(|l| l.lock().heap_bytes() as u64)
+                    .sum::<u64>();
+            }
+        }
+        m.stored_pages = i.stats.gauge(G::StoredPages as usize);
+        m.zero_pages = i.stats.gauge(G::ZeroPages as usize);
+        m
+    }
+
+    /// What a slot holds.
+    pub fn slot_state(&self, slot: SwapSlot) -> Option<SlotState> {
+        let i = &self.inner;
+        let (shard, idx) = i.area(slot.area)?.index.locate(slot.offset)?;
+        let (t, w) = shard.lock_idle(idx);
+        Some(match w.value() {
+            SlotValue::Empty | SlotValue::OnDisk(_) => SlotState::Empty,
+            SlotValue::Zero => SlotState::Zero,
+            SlotValue::Entry(e) => {
+                let e = *t.entry(e);
+                SlotState::Stored {
+                    length: e.length,
+                    // SAFETY: the entry is in the index and the shard lock is held, so its pool
+                    // reference is alive.
+                    compressor: unsafe { i.pools.get(e.pool) }.alg,
+                    referenced: e.referenced,
+                }
+            }
+        })
+    }
+
+    /// Slots on a cgroup's LRU list for `node`, coldest first.
+    pub fn lru_slots(&self, cg: CgroupId, node: usize) -> Vec<SwapSlot> {
+        let Some(c) = self.inner.cgroups.get(cg.0) else {
+            return Vec::new();
+        };
+        let Some(l) = c.lists.get(node) else {
+            return Vec::new();
+        };
+        let keys = l.lock().keys();
+        keys.into_iter().map(unpack_slot).collect()
+    }
+
+    /// Pages held by all pools (`zswap_total_pages`).
+    pub fn pool_total_pages(&self) -> u64 {
+        self.inner.pools.total_pages()
+    }
+
+    /// The live pools, current first.
+    pub fn pools(&self) -> Vec<PoolInfo> {
+        let cur = self.inner.pools.current();
+        let mut live = self.inner.pools.live();
+        live.sort_by_key(|p| p.id != cur.id);
+        live.iter()
+            .map(|p| PoolInfo {
+                compressor: p.alg,
+                chain_size: p.chain_size,
+                total_pages: p.zs.total_pages() as u64,
+                current: p.id == cur.id,
+                killed: p.refs.is_killed(),
+                references: p.refs.count().max(0) as u64,
+            })
+            .collect()
+    }
+
+    /// The memory-pressure shrinker's count for (cgroup, node).
+    pub fn shrinker_count(&self, cg: CgroupId, node: usize) -> u64 {
+        self.inner.shrinker_count(cg.0, node)
+    }
+
+    /// The memory-pressure shrinker's scan for (cgroup, node).
+    pub fn shrinker_scan(&self, cg: CgroupId, node: usize, nr_to_scan: u64) -> ShrinkScan {
+        self.inner.shrinker_scan(cg.0, node, nr_to_scan)
+    }
+
+    /// One pass of the memory-pressure shrinker over every cgroup and node (what a PSI event
+    /// triggers); `priority` is the shift applied to each freeable count. Returns pages freed.
+    pub fn shrink_on_pressure(&self, priority: u32) -> u64 {
+        self.inner.shrink_all(priority)
+    }
+
+    /// Compact every pool now (`zs_compact`; the memory-pressure pass does it too). Returns the
+    /// pages freed.
+    pub fn compact(&self) -> u64 {
+        self.inner.compact_pools()
+    }
+
+    /// Queue the background shrink worker (as a store that hits the limit does).
+    pub fn kick_shrink_worker(&self) {
+        self.inner.kick_worker();
+    }
+
+    /// Run the shrink worker's loop on this thread (tests and tools).
+    pub fn run_shrink_worker(&self) {
+        self.inner.shrink_worker();
+    }
+
+    /// Wait until the background worker is neither queued nor running. False on timeout.
+    pub fn wait_shrink_idle(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let w = &self.inner.worker;
+        let mut st = w.state.lock();
+        while st.pending || st.running {
+            if w.idle_cv.wait_until(&mut st, deadline).timed_out() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Start the PSI pressure source: arm a trigger and run the shrinker on each event.
+    pub fn start_pressure_monitor(&self, cfg: PressureConfig) -> Result<(), Error> {
+        let mut p = self.pressure.lock();
+        if let Some(old) = p.take() {
+            old.stop();
+        }
+        *p = Some(pressure::Monitor::start(Arc::downgrade(&self.inner), cfg)?);
+        Ok(())
+    }
+
+    /// Stop the PSI pressure source; returns the number of events it saw.
+    pub fn stop_pressure_monitor(&self) -> u64 {
+        self.pressure
+            .lock()
+            .take()
+            .map_or(0, pressure::Monitor::stop)
+    }
+
+    /// Allocation failure hooks (tests).
+    pub fn fault_hooks(&self) -> &FaultHooks {
+        &self.inner.faults
+    }
+}
+
+impl Drop for Zswap {
+    fn drop(&mut self) {
+        if let Some(p) = self.pressure.get_mut().take() {
+            p.stop();
+        }
+        {
+            let mut st = self.inner.worker.state.lock();
+            st.stop = true;
+            self.inner.worker.cv.notify_all();
+        }
+        if let Some(h) = self.worker.get_mut().take() {
+            let _ = h.join();
+        }
+        self.inner.pools.forget_snapshot();
+    }
+}
+
+impl Inner {
+    #[inline]
+    pub(crate) fn area(&self, a: u32) -> Option<&Area> {
+        self.areas.get(a as usize)?.get()
+    }
+
+    pub(crate) fn compact_pools(&self) -> u64 {
+        let freed = self.pools.compact();
+        self.stats.add(G::PoolPagesCompacted as usize, freed);
+        freed
+    }
+
+    #[inline]
+    pub(crate) fn count(&self, g: G) {
+        self.stats.add(g as usize, 1);
+    }
+}

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+//! Entry lifecycle: replacing a slot's value (entry, zero mark, disk block) and releasing what
+//! an entry holds (LRU node, pool object, charge, counters, pool reference), in that order;
+//! `zswap_invalidate`.
+
+use uzswap_zsmalloc::Handle;
+
+use crate::cache::{Area, Inner};
+use crate::index::{self, Entry, Shard, SlotValue, SlotWord};
+use crate::stats::G;
+use crate::{SwapSlot, PAGE_SIZE};
+
+impl Inner {
+    /// Set a slot to `Empty` or `Zero`, freeing whatever it held (entry, zero mark, disk block).
+    pub(crate) fn replace_slot(
+        &self,
+        area: &Area,
+        shard: &Shard,
+        i: usize,
+        slot: SwapSlot,
+        new: SlotValue,
+    ) {
+        debug_assert!(!matches!(new, SlotValue::Entry(_)));
+        let (mut t, w) = shard.lock_idle(i);
+        if w.value() == SlotValue::Empty && new == SlotValue::Empty {
+            return;
+        }
+        let old = self.take_entry(&mut t, w);
+        Self::discard_owned(area, slot, w);
+        t.set_word(i, SlotWord::EMPTY.with_value(new));
+        drop(t);
+        self.after_replace(w, old, new == SlotValue::Zero);
+    }
+
+    /// Forget the slot's swap-file block if it has one. Called while the caller still owns the
+    /// slot (shard lock held, or its in-flight bit set): once the slot is published again a
+    /// writeback may write a new block, which a late discard would destroy.
+    #[inline]
+    pub(crate) fn discard_owned(area: &Area, slot: SwapSlot, old: SlotWord) {
+        if old.on_disk() {
+            area.store.discard(slot);
+        }
+    }
+
+    /// Remove the entry a word names from the slab (the caller then rewrites the word).
+    #[inline]
+    pub(crate) fn take_entry(&self, t: &mut index::ShardTable, w: SlotWord) -> Option<Entry> {
+        match w.value() {
+            SlotValue::Entry(ei) => {
+                let e = *t.entry(ei);
+                t.free_entry(ei);
+                Some(e)
+            }
+            _ => None,
+        }
+    }
+
+    /// Bookkeeping after a slot word was replaced (shard lock dropped; the disk block, if
+    /// any, was already discarded by `discard_owned`).
+    #[inline]
+    pub(crate) fn after_replace(&self, old: SlotWord, old_entry: Option<Entry>, new_zero: bool) {
+        if let Some(e) = old_entry {
+            self.release_entry(e);
+        }
+        match (old.value() == SlotValue::Zero, new_zero) {
+            (false, true) => self.stats.add(G::ZeroPages as usize, 1),
+            (true, false) => self.stats.sub(G::ZeroPages as usize, 1),
+            _ => {}
+        }
+    }
+
+    /// Free everything an entry holds once it is out of the index: LRU node, pool object,
+    /// charge, counters, and last its pool reference (which may free an old pool).
+    pub(crate) fn release_entry(&self, e: Entry) {
+        if let Some(c) = self.cgroups.get(e.cgroup) {
+            c.lists[e.node as usize].lock().remove(e.lru);
+        }
+        // SAFETY: the entry was taken out of the index by the caller, which now owns its pool
+        // reference until the `put` below, the last use of `pool`.
+        let pool = unsafe { self.pools.get(e.pool) };
+        if let Some(h) = Handle::from_raw(e.handle) {
+            let _ = pool.zs.free(h);
+        }
+        self.cgroups.uncharge(e.cgroup, u64::from(e.length));
+        self.stats.sub(G::StoredPages as usize, 1);
+        if e.length as usize == PAGE_SIZE {
+            self.stats.sub(G::StoredIncompressiblePages as usize, 1);
+        }
+        self.pools.put(pool);
+    }
+
+    pub(crate) fn invalidate(&self, slot: SwapSlot) {
+        let Some(area) = self.area(slot.area) else {
+            return;
+        };
+        let Some((shard, i)) = area.index.locate(slot.offset) else {
+            return;
+        };
+        self.replace_slot(area, shard, i, slot, SlotValue::Empty);
+    }
+}

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: MIT
+//! What the public operations return: store and load outcomes with the reasons for a reject,
+//! and the diagnostic snapshots (slot state, pool info, metadata usage).
+
+use serde::Serialize;
+
+use crate::Algorithm;
+
+/// Why a store was not accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum RejectReason {
+    /// `enabled` is off.
+    Disabled,
+    /// The pool is at max_pool_percent (or above the accept threshold after hitting it).
+    PoolLimit,
+    /// The cgroup or an ancestor is at memory.zswap.max.
+    CgroupLimit,
+    /// The compressor failed (reject_compress_fail).
+    CompressFail,
+    /// The page doesn't compress and may not be stored as-is (reject_compress_poor).
+    CompressPoor,
+    /// The pool could not allocate (reject_alloc_fail).
+    AllocFail,
+    /// No room for the entry metadata (reject_kmemcache_fail).
+    KmemcacheFail,
+    /// No swap file for the slot's area.
+    NoSwapArea,
+    /// The slot's offset is beyond its area.
+    SlotOutOfRange,
+    /// The page buffer is not 4096 bytes.
+    BadPageLength,
+    /// Unknown cgroup.
+    NoSuchCgroup,
+    /// The node given to `store_on_node` is not below `Params::numa_nodes`.
+    NoSuchNode,
+}
+
+/// Result of a store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum StoreOutcome {
+    /// Compressed into the pool.
+    Stored,
+    /// A zero-filled page: recorded in the slot, no entry, no pool memory.
+    StoredZero,
+    /// Did not compress; stored as-is (the cgroup may write back).
+    StoredIncompressible,
+    /// Not stored (from `swap_out`: written to the swap file instead).
+    Rejected(RejectReason),
+}
+
+/// Result of a load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum LoadOutcome {
+    /// Served from the pool (or the zero map).
+    Hit,
+    /// Read from the swap file (the entry had been written back, or the page was swapped out
+    /// directly).
+    FromSwapFile,
+    /// Nothing stored for this slot.
+    Absent,
+}
+
+/// What one slot holds (tests and diagnostics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotState {
+    Empty,
+    Zero,
+    Stored {
+        length: u16,
+        compressor: Algorithm,
+        referenced: bool,
+    },
+}
+
+/// One live compressor pool.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolInfo {
+    pub compressor: Algorithm,
+    pub chain_size: usize,
+    /// Pages its zsmalloc pool holds.
+    pub total_pages: u64,
+    /// Receives new stores.
+    pub current: bool,
+    /// No longer current: freed when its last entry goes.
+    pub killed: bool,
+    /// References held (entries, plus the base reference while current).
+    pub references: u64,
+}
+
+/// Metadata memory of the cache (entry slabs, slot tables, LRU nodes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MetadataUsage {
+    pub index_bytes: u64,
+    pub entry_bytes: u64,
+    pub lru_bytes: u64,
+    pub stored_pages: u64,
+    pub zero_pages: u64,
+}
+
+impl MetadataUsage {
+    pub fn total_bytes(&self) -> u64 {
+        self.index_bytes + self.entry_bytes + self.lru_bytes
+    }
+}

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+//! The background shrink worker (the kernel's `shrink_work`): woken when a store finds the
+//! pool at its limit (or, with proactive shrinking, above the accept threshold + 1 %) and for
+//! cgroups over zswap.max in asynchronous mode; idle, it returns expired cached pool memory.
+//! It yields to stores and loads in flight (`HotGuard` counts them).
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::cache::Inner;
+use crate::shrink;
+use crate::stats::Striped;
+
+#[derive(Default)]
+pub(crate) struct WorkerState {
+    pub(crate) pending: bool,
+    pub(crate) running: bool,
+    pub(crate) stop: bool,
+    /// Cgroups whose zswap.max rejected a store (async mode): shrink them below their limit.
+    pub(crate) memcgs: Vec<u32>,
+}
+
+pub(crate) struct WorkerCtl {
+    pub(crate) queued: AtomicBool,
+    pub(crate) state: Mutex<WorkerState>,
+    pub(crate) cv: Condvar,
+    pub(crate) idle_cv: Condvar,
+}
+
+/// Counts an operation in flight while alive.
+pub(crate) struct HotGuard<'a>(&'a Striped<1>);
+impl<'a> HotGuard<'a> {
+    #[inline]
+    pub(crate) fn new(s: &'a Striped<1>) -> Self {
+        s.add(0, 1);
+        HotGuard(s)
+    }
+}
+impl Drop for HotGuard<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        self.0.sub(0, 1);
+    }
+}
+
+/// How often the idle shrink worker returns expired cached pool memory to the OS.
+const PURGE_INTERVAL: Duration = Duration::from_millis(uzswap_zsmalloc::DEFAULT_FREE_PAGE_DECAY_MS);
+
+impl Inner {
+    pub(crate) fn kick_worker(&self) {
+        // Read first: while the worker is queued, stores above the threshold must not all write
+        // the same cache line.
+        let q = &self.worker.queued;
+        if !q.load(Relaxed) && !q.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            let mut st = self.worker.state.lock();
+            st.pending = true;
+            self.worker.cv.notify_one();
+        }
+    }
+
+    pub(crate) fn worker_main(self: Arc<Self>) {
+        // Background reclaim must not compete with the page-in/out path (patch 4 of the
+        // series "mm: zswap: global shrinker fix and proactive shrink" (v2, on 6.10-rc6): the worker leaves the reclaim path).
+        // SAFETY: setpriority on our own thread id; no memory is passed.
+        unsafe {
+            libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 5);
+        }
+        loop {
+            let memcgs;
+            {
+                let mut st = self.worker.state.lock();
+                while !st.pending && !st.stop {
+                    if self.worker.cv.wait_for(&mut st, PURGE_INTERVAL).timed_out() {
+                        // Idle: freed pool memory whose decay time passed goes back to the
+                        // OS even if no store or free comes to do it.
+                        drop(st);
+                        self.pools.purge_expired();
+                        st = self.worker.state.lock();
+                    }
+                }
+                if st.stop {
+                    st.running = false;
+                    self.worker.idle_cv.notify_all();
+                    return;
+                }
+                st.pending = false;
+                st.running = true;
+                memcgs = std::mem::take(&mut st.memcgs);
+            }
+            self.worker
+                .queued
+                .store(false, std::sync::atomic::Ordering::Release);
+            for cg in memcgs {
+                self.shrink_memcg_to_limit(cg);
+            }
+            self.shrink_worker();
+            let mut st = self.worker.state.lock();
+            st.running = false;
+            self.worker.idle_cv.notify_all();
+        }
+    }
+
+    /// Queue a cgroup that hit its zswap.max for background writeback (async mode).
+    pub(crate) fn kick_memcg(&self, cg: u32) {
+        let mut st = self.worker.state.lock();
+        if !st.memcgs.contains(&cg) {
+            st.memcgs.push(cg);
+        }
+        st.pending = true;
+        self.worker.cv.notify_one();
+    }
+
+    /// Write back entries of `cg` until neither it nor an ancestor is over zswap.max (the
+    /// asynchronous form of the kernel's one synchronous `shrink_memcg` in `zswap_store`).
+    pub(crate) fn shrink_memcg_to_limit(&self, cg: u32) {
+        let mut failures = 0;
+        while self.cgroups.over_limit(cg).is_some() && !self.stopping() {
+            match self.shrink_memcg(cg) {
+                Ok(()) | Err(shrink::ShrinkErr::Rotated) => {}
+                Err(shrink::ShrinkErr::NoEnt) => return,
+                Err(shrink::ShrinkErr::Again) => {
+                    failures += 1;
+                    if failures >= 16 {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        self.worker.state.lock().stop
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::HotGuard;
+    use crate::testutil::page;
+    use crate::{CgroupId, Params, RejectReason, StoreOutcome, SwapFile, SwapSlot, Zswap};
+
+    #[test]
+    fn shrink_worker_yields_to_stores_and_loads_in_flight() {
+        let swap = Arc::new(SwapFile::create_temp(&std::env::temp_dir(), 0, 4096).unwrap());
+        for _ in 0..4096 {
+            swap.alloc_slot().unwrap();
+        }
+        let params = Params {
+            total_memory_bytes: 4 << 20,
+            proactive_shrink: false,
+            ..Params::default()
+        };
+        let z = Zswap::new(params).unwrap();
+        z.add_swap_file(swap).unwrap();
+        let mut i = 0;
+        while z.store(SwapSlot::new(0, i), &page(i as u8), CgroupId::ROOT)
+            != StoreOutcome::Rejected(RejectReason::PoolLimit)
+        {
+            i += 1;
+        }
+        assert!(z.wait_shrink_idle(Duration::from_secs(30)));
+        let before = z.counters().shrink_worker_yields;
+        // Shrink further while a store is "in flight" (another thread inside store/load).
+        z.set_params(Params {
+            accept_threshold_percent: 50,
+            ..z.params()
+        })
+        .unwrap();
+        let guard = HotGuard::new(&z.inner.hot_ops);
+        z.run_shrink_worker();
+        drop(guard);
+        let c = z.counters();
+        assert!(c.shrink_worker_yields > before, "the worker yielded");
+        assert!(
+            z.pool_total_pages() <= z.params().accept_threshold_pages(),
+            "and still finished"
+        );
+    }
+}
