@@ -41,6 +41,15 @@ use crate::shared::output::{emit, emit_json};
 use crate::shared::pages::{self, PageSource};
 use crate::shared::timing::split;
 
+/// The backing store under the bench's cache.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// A swap file (`uzswap_backing::SwapFile`) in --swap-dir.
+    File,
+    /// Memory (`uzswap_backing::MemStore`).
+    Memory,
+}
+
 /// Arguments of `uzswap bench`.
 #[derive(Parser, Debug)]
 #[command(after_help = "\
@@ -102,6 +111,11 @@ pub struct Args {
     /// Directory of the backing swap file (an unnamed O_TMPFILE).
     #[arg(long)]
     pub swap_dir: Option<PathBuf>,
+    /// Backing store under the cache: `file` (a swap file in --swap-dir) or `memory` (no file
+    /// system: what writeback costs the cache itself; buffered writes to one file serialise on
+    /// the file's inode lock).
+    #[arg(long, value_enum, default_value = "file")]
+    pub backing: Backing,
     /// Also save the corpus used (after --pages) as a page file, to rerun on the same pages.
     #[arg(long)]
     pub save_corpus: Option<PathBuf>,
