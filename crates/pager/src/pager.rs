@@ -109,7 +109,9 @@ impl Config {
     }
 }
 
-/// `key=value,...` cache settings (the `uzswap run` cache options, passed on by environment).
+/// `name=value,...` cache settings: `uzswap run`'s cache options (the flags of `uzswap replay`,
+/// without their dashes; validated by the command before the program starts, so an unknown
+/// or unsupported value here is ignored).
 pub fn apply_params(p: &mut Params, s: &str) {
     for kv in s.split(',').filter(|x| !x.is_empty()) {
         let Some((k, v)) = kv.split_once('=') else {
@@ -121,15 +123,21 @@ pub fn apply_params(p: &mut Params, s: &str) {
                     p.compressor = a
                 }
             }
-            "max_pool_percent" => p.max_pool_percent = v.parse().unwrap_or(p.max_pool_percent),
-            "accept_threshold_percent" => {
+            "max-pool-percent" => p.max_pool_percent = v.parse().unwrap_or(p.max_pool_percent),
+            "accept-threshold-percent" => {
                 p.accept_threshold_percent = v.parse().unwrap_or(p.accept_threshold_percent)
             }
-            "chain_size" => p.chain_size = v.parse().unwrap_or(p.chain_size),
+            "chain-size" => p.chain_size = v.parse().unwrap_or(p.chain_size),
             "shrinker" => p.shrinker_enabled = v == "on",
-            "proactive_shrink" => p.proactive_shrink = v == "on",
-            "reject_compress_poor" => p.reject_compress_poor = v == "reject",
-            "enabled" => p.enabled = v != "off",
+            "proactive-shrink" => p.proactive_shrink = v == "on",
+            "incompressible" => p.reject_compress_poor = v == "reject",
+            "protection" => {
+                p.warm_protection = if v == "protected-size" {
+                    uzswap_zswap::WarmProtection::ProtectedSize
+                } else {
+                    uzswap_zswap::WarmProtection::SecondChance
+                }
+            }
             _ => {}
         }
     }
