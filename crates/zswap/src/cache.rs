@@ -355,11 +355,7 @@ impl Zswap {
         }
         for id in 0..i.cgroups.id_limit() {
             if let Some(c) = i.cgroups.get(id) {
-                m.lru_bytes += c
-                    .lists
-                    .iter()
-                    .map(|l| l.lock().heap_bytes() as u64)
-                    .sum::<u64>();
+                m.lru_bytes += c.lists.iter().map(|l| l.heap_bytes() as u64).sum::<u64>();
             }
         }
         m.allocator_bytes = i
@@ -402,7 +398,7 @@ impl Zswap {
         let Some(l) = c.lists.get(node) else {
             return Vec::new();
         };
-        let keys = l.lock().keys();
+        let keys = l.keys();
         keys.into_iter().map(unpack_slot).collect()
     }
 

@@ -9,11 +9,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::OnceLock;
 
-use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use crate::lru::LruList;
+use crate::lru::Lru;
 use crate::stats::{CgroupCounters, Striped, C, NR_CGROUP};
 use crate::{Error, PAGE_SIZE};
 
@@ -44,7 +43,7 @@ pub(crate) struct Cgroup {
     writeback: AtomicBool,
     pub(crate) stats: Striped<NR_CGROUP>,
     /// One list per NUMA node.
-    pub(crate) lists: Box<[CachePadded<Mutex<LruList>>]>,
+    pub(crate) lists: Box<[Lru]>,
     /// Disk swap-ins not yet consumed by the shrinker's count (second-chance policy), per node.
     pub(crate) disk_swapins: Box<[AtomicU64]>,
     /// Offline descendants whose lists this cgroup walks.
@@ -59,9 +58,7 @@ impl Cgroup {
             max_bytes: AtomicU64::new(u64::MAX),
             writeback: AtomicBool::new(true),
             stats: Striped::new(),
-            lists: (0..nodes)
-                .map(|_| CachePadded::new(Mutex::new(LruList::default())))
-                .collect(),
+            lists: (0..nodes).map(|_| Lru::default()).collect(),
             disk_swapins: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             absorbed: Mutex::new(Vec::new()),
         }

@@ -110,7 +110,6 @@ impl Zswap {
             };
             for (node, l) in c.lists.iter().enumerate() {
                 let nodes = l
-                    .lock()
                     .check()
                     .map_err(|m| format!("cgroup {id} node {node} LRU: {m}"))?;
                 for (idx, key) in nodes {

@@ -251,7 +251,7 @@ impl Inner {
             WarmProtection::SecondChance => {
                 c.disk_swapins[node].fetch_add(1, Relaxed);
             }
-            WarmProtection::ProtectedSize => c.lists[node].lock().nr_protected += 1,
+            WarmProtection::ProtectedSize => c.lists[node].add_protected(),
         }
     }
 

@@ -74,7 +74,7 @@ impl Inner {
         };
         // Rotate before dropping the list lock: whatever happens next, the entry is no longer
         // at the head, and the walk can't spin on it.
-        let Some((idx, key)) = list.lock().rotate_head() else {
+        let Some((idx, key)) = list.rotate_head() else {
             return Walk::Empty;
         };
         let slot = unpack_slot(key);
@@ -134,7 +134,7 @@ impl Inner {
                 drop(t);
                 self.count(g);
                 if warm == WarmProtection::ProtectedSize {
-                    list.lock().nr_protected += 1;
+                    list.add_protected();
                 }
                 Walk::Failed
             }
@@ -257,7 +257,7 @@ impl Inner {
             .walk_ids(cg)
             .into_iter()
             .filter_map(|id| self.cgroups.get(id))
-            .filter_map(|c| c.lists.get(node).map(|l| l.lock().len()))
+            .filter_map(|c| c.lists.get(node).map(|l| l.len()))
             .sum()
     }
 
@@ -299,7 +299,7 @@ impl Inner {
                 }
             }
             WarmProtection::ProtectedSize => {
-                let protected = c.lists[node].lock().nr_protected;
+                let protected = c.lists[node].protected();
                 nr_freeable = nr_freeable.saturating_sub(protected);
             }
         }
@@ -328,7 +328,7 @@ impl Inner {
             let protected = self
                 .cgroups
                 .get(cg)
-                .map_or(0, |c| c.lists[node].lock().nr_protected);
+                .map_or(0, |c| c.lists[node].protected());
             if protected >= lru_size.saturating_sub(nr_to_scan) {
                 r.stop = true;
                 return r;

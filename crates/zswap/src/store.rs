@@ -235,15 +235,10 @@ impl Inner {
         let lru = if self.faults.fail_entry_alloc() {
             None
         } else {
-            let mut l = cgrp.lists[node].lock();
-            let idx = l.push_tail(pack_slot(slot));
+            let l = &cgrp.lists[node];
+            let idx = l.push(pack_slot(slot));
             if warm == WarmProtection::ProtectedSize && idx.is_some() {
-                // "zswap: shrink zswap pool based on memory pressure" (6.8): every new entry counts as warm; the estimate decays to half when it
-                // exceeds a quarter of the list.
-                l.nr_protected += 1;
-                if l.nr_protected > l.len() / 4 {
-                    l.nr_protected /= 2;
-                }
+                l.note_new_protected();
             }
             idx
         };
@@ -262,7 +257,7 @@ impl Inner {
             None => {
                 drop(t);
                 if let Some(l) = lru {
-                    cgrp.lists[node].lock().remove(l);
+                    cgrp.lists[node].remove(l);
                 }
                 let _ = pool.zs.free(handle);
                 self.pools.put(pool);
