@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
-//! The load path (`zswap_load`): mark the slot `LOADING`, decompress with no lock held straight
-//! into the caller's page, then keep or drop the entry; a slot on disk is read from the backing
-//! store the same way. Sequential runs prefetch the next loads' objects.
+//! The load path (`zswap_load`). A load that keeps the entry copies it under the shard lock and
+//! decompresses straight into the caller's page with the lock dropped and the object pinned
+//! by its zsmalloc read guard (one critical section); an exclusive load marks the slot
+//! `LOADING` for the decompression and drops the entry after it; a slot on disk is read from
+//! the backing store the same way. Sequential runs prefetch the next loads' objects.
 
 use std::cell::Cell;
 use std::sync::atomic::Ordering::Relaxed;
 
-use uzswap_zsmalloc::Handle;
+use uzswap_zsmalloc::{Handle, ObjHint};
 
 use crate::cache::Inner;
 use crate::index::{self, Entry, SlotValue};
@@ -33,20 +35,40 @@ fn continues_run(slot: SwapSlot) -> bool {
     NEXT_LOAD.with(|c| c.replace(next)) == (slot.area, slot.offset)
 }
 
+/// What became of a non-exclusive load after the shard lock was dropped.
+enum KeptRead {
+    /// The entry's object was read: decompressed into the page (`true`) or found corrupt.
+    Done(bool),
+    /// The entry was freed (or its slot rewritten) before its object could be pinned.
+    Gone,
+}
+
 impl Inner {
-    /// Decompress (or copy, for a raw entry) into `page`. The caller owns the entry (slot marked
-    /// in flight) so its pool reference is held.
-    pub(crate) fn decompress_entry(&self, e: &Entry, page: &mut [u8]) -> bool {
-        // SAFETY: the caller owns the entry (its slot is marked in flight), and with it the
-        // entry's pool reference, for the whole call.
-        let pool = unsafe { self.pools.get(e.pool) };
+    /// A non-exclusive load's read of entry `e`, copied under the shard lock that is now
+    /// dropped. No `LOADING` mark and no second critical section: the object is pinned by its
+    /// read guard, whose generation check fails if the entry was freed meanwhile (then the
+    /// caller looks again), and the pool outlives the read because this thread's pool snapshot
+    /// holds it. A free or writeback of the entry during the read waits for nothing: zsmalloc
+    /// defers the object's free to the guard's drop, and the page read is the one the slot held
+    /// when the guard was taken.
+    fn read_kept_entry(&self, e: &Entry, page: &mut [u8]) -> KeptRead {
         let Some(h) = Handle::from_raw(e.handle) else {
-            return false;
+            return KeptRead::Done(false);
         };
-        let Ok(obj) = pool.zs.read(h) else {
-            return false;
-        };
-        let len = e.length as usize;
+        self.pools.with_snapshot(|s| {
+            let Some(pool) = s.all.iter().find(|p| p.id == e.pool) else {
+                return KeptRead::Gone;
+            };
+            let Ok(obj) = pool.zs.read(h) else {
+                return KeptRead::Gone;
+            };
+            KeptRead::Done(Self::decompress_object(pool, &obj, e.length as usize, page))
+        })
+    }
+
+    /// Decompress (or copy, when stored as-is) the first `len` bytes of `obj` into `page`.
+    #[inline]
+    fn decompress_object(pool: &ZswapPool, obj: &[u8], len: usize, page: &mut [u8]) -> bool {
         if obj.len() < len {
             return false;
         }
@@ -59,17 +81,44 @@ impl Inner {
         }
     }
 
+    /// Decompress (or copy, for a raw entry) into `page`. The caller owns the entry (slot marked
+    /// in flight) so its pool reference is held.
+    pub(crate) fn decompress_entry(&self, e: &Entry, page: &mut [u8]) -> bool {
+        // SAFETY: the caller owns the entry (its slot is marked in flight), and with it the
+        // entry's pool reference, for the whole call.
+        let pool = unsafe { self.pools.get(e.pool) };
+        let Some(h) = Handle::from_raw(e.handle) else {
+            return false;
+        };
+        let Ok(obj) = pool.zs.read(h) else {
+            return false;
+        };
+        Self::decompress_object(pool, &obj, e.length as usize, page)
+    }
+
+    /// Start the cache misses on entry `e`'s object now, from the location its store recorded,
+    /// while the handle's own entry (which has the object's current location) is still being
+    /// fetched: in random order they are otherwise two misses one after the other. The caller
+    /// holds the shard lock of `e`'s slot (so its pool is alive).
+    #[inline]
+    fn prefetch_object(&self, e: &Entry) {
+        // SAFETY: `e` is in the index and the caller holds its shard lock, so its pool
+        // reference is held (see `Pools::get`).
+        let pool = unsafe { self.pools.get(e.pool) };
+        pool.zs.prefetch_hint(ObjHint(e.hint), e.length as usize);
+    }
+
     /// During a sequential run of loads, start the cache misses of the next two loads while
-    /// this one decompresses: the object of slot `i + 1` (its handle line was prefetched by the
-    /// previous load) and the handle line of slot `i + 2`. The pool's layout scatters
-    /// neighbouring slots over size classes, so the hardware prefetcher can't follow them;
-    /// without this a sequential load waits on both misses (lz4 load 1.5 % slower,
-    /// BENCHMARKS.md section 1). Needs the shard lock: the neighbours' entries hold their
-    /// pools alive only while they are in the table. A run stops at the shard's end.
+    /// this one decompresses: the object of slot `i + 1` (from its entry's location hint) and
+    /// the handle line of slot `i + 2`. The pool's layout scatters neighbouring slots over size
+    /// classes, so the hardware prefetcher can't follow them; without this a sequential load
+    /// waits on both misses (lz4 load 1.5 % slower, BENCHMARKS.md section 1). Needs the shard
+    /// lock: the neighbours' entries hold their pools alive only while they are in the table.
+    /// A run stops at the shard's end.
     #[inline]
     pub(crate) fn prefetch_run(&self, t: &index::ShardTable, i: usize) {
-        if let Some((pool, h, len)) = self.neighbour(t, i + 1) {
-            pool.zs.prefetch_object(h, len);
+        if let Some((pool, _, e)) = self.neighbour(t, i + 1) {
+            pool.zs.prefetch_hint(ObjHint(e.hint), e.length as usize);
         }
         if let Some((pool, h, _)) = self.neighbour(t, i + 2) {
             pool.zs.prefetch_handle(h);
@@ -82,7 +131,7 @@ impl Inner {
         &'t self,
         t: &'t index::ShardTable,
         j: usize,
-    ) -> Option<(&'t ZswapPool, Handle, usize)> {
+    ) -> Option<(&'t ZswapPool, Handle, &'t Entry)> {
         if j >= index::SHARD_SLOTS {
             return None;
         }
@@ -94,7 +143,7 @@ impl Inner {
         // SAFETY: `n` is in the index and the caller holds its shard lock (it borrows `t`), so
         // its pool reference is held for as long as the borrow (see `Pools::get`).
         let pool = unsafe { self.pools.get(n.pool) };
-        Some((pool, h, n.length as usize))
+        Some((pool, h, n))
     }
 
     /// `node`: where the page is read into, `None` for the calling CPU's node.
@@ -132,8 +181,46 @@ impl Inner {
                 self.count(G::SwpinZero);
                 Ok(LoadOutcome::Hit)
             }
+            SlotValue::Entry(ei) if !exclusive => {
+                let e = *t.entry(ei);
+                self.prefetch_object(&e);
+                if sequential {
+                    self.prefetch_run(&t, i);
+                }
+                // A page read and kept is warm: give it its second chance back (a write only if
+                // the bit changes, so a re-read entry's line stays clean).
+                let second_chance = self.hot.warm() == WarmProtection::SecondChance;
+                if second_chance && !e.referenced {
+                    t.entry_mut(ei).referenced = true;
+                }
+                drop(t);
+                match self.read_kept_entry(&e, page) {
+                    KeptRead::Done(true) => {
+                        self.count(G::Zswpin);
+                        self.cgroups.event(u32::from(e.cgroup), C::Zswpin);
+                        Ok(LoadOutcome::Hit)
+                    }
+                    KeptRead::Done(false) => {
+                        if second_chance && !e.referenced {
+                            // Not read after all: the bit as it was.
+                            let mut t = shard.table.lock();
+                            if t.word(i).value() == SlotValue::Entry(ei)
+                                && t.entry(ei).handle == e.handle
+                            {
+                                t.entry_mut(ei).referenced = false;
+                            }
+                        }
+                        page.fill(0);
+                        self.count(G::DecompressFail);
+                        Err(Error::Decompress(slot))
+                    }
+                    // Freed or replaced since the lock was dropped: look again.
+                    KeptRead::Gone => self.load(slot, page, exclusive, node),
+                }
+            }
             SlotValue::Entry(ei) => {
                 let e = *t.entry(ei);
+                self.prefetch_object(&e);
                 if sequential {
                     self.prefetch_run(&t, i);
                 }
@@ -149,23 +236,13 @@ impl Inner {
                     self.count(G::DecompressFail);
                     return Err(Error::Decompress(slot));
                 }
-                if exclusive {
-                    t.free_entry(ei);
-                    t.set_word(i, w.with_value(SlotValue::Empty));
-                } else {
-                    // A page read and kept is warm: give it its second chance back.
-                    if self.hot.warm() == WarmProtection::SecondChance {
-                        t.entry_mut(ei).referenced = true;
-                    }
-                    t.set_word(i, w);
-                }
+                t.free_entry(ei);
+                t.set_word(i, w.with_value(SlotValue::Empty));
                 shard.wake(&t);
                 drop(t);
-                if exclusive {
-                    self.release_entry(e);
-                }
+                self.release_entry(e);
                 self.count(G::Zswpin);
-                self.cgroups.event(e.cgroup, C::Zswpin);
+                self.cgroups.event(u32::from(e.cgroup), C::Zswpin);
                 Ok(LoadOutcome::Hit)
             }
             SlotValue::OnDisk(owner) => {
