@@ -67,6 +67,12 @@ pub struct Params {
     /// synchronously (the kernel's behaviour); `false` rejects at once and has the background
     /// worker write the cgroup's coldest entries back until it is under its limit.
     pub memcg_limit_sync_writeback: bool,
+    /// The shrink worker counts a visit that only rotated referenced entries (second chance)
+    /// as a failure, as the kernel's `shrink_memcg` returns -EAGAIN for it, so a run stops
+    /// after `MAX_RECLAIM_RETRIES` such visits. `false` (the default here) treats rotation as
+    /// progress, so one run reaches the accept threshold; `uzswap replay` uses `true` to predict
+    /// the kernel.
+    pub rotation_is_failure: bool,
     /// NUMA nodes the cache keeps LRU lists for (1..=`MAX_NUMA_NODES`; default: the machine's,
     /// `nr_nodes()`). Fixed when the cache is created. `store` uses the calling CPU's node
     /// (folded into the last list if the machine has more); `store_on_node` takes the node, so
@@ -88,6 +94,7 @@ impl Default for Params {
             reject_compress_poor: false,
             warm_protection: WarmProtection::SecondChance,
             memcg_limit_sync_writeback: true,
+            rotation_is_failure: false,
             numa_nodes: crate::nr_nodes(),
         }
     }

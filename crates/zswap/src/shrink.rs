@@ -232,8 +232,12 @@ impl Inner {
                     // Nothing to do in this cgroup: expected, not a failure ("mm: zswap: fix
                     // global shrinker error handling logic", v2, on 6.10-rc6).
                     Err(ShrinkErr::NoEnt) => {}
-                    Ok(()) | Err(ShrinkErr::Rotated) => attempts += 1,
-                    Err(ShrinkErr::Again) => {
+                    Ok(()) => attempts += 1,
+                    Err(ShrinkErr::Rotated) if !self.hot.rotation_is_failure.load(Relaxed) => {
+                        attempts += 1
+                    }
+                    // The kernel: a visit that only rotated is -EAGAIN, a failure.
+                    Err(ShrinkErr::Rotated | ShrinkErr::Again) => {
                         attempts += 1;
                         failures += 1;
                         if failures >= MAX_RECLAIM_RETRIES {
