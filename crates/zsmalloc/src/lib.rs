@@ -72,7 +72,7 @@ mod stats;
 mod sync;
 mod zspage;
 
-pub use access::ObjRef;
+pub use access::{ObjHint, ObjRef};
 pub use arena::{MemoryPolicy, DEFAULT_FREE_PAGE_DECAY_MS, DEFAULT_MAX_CACHED_PAGES};
 pub use class::{
     ChainRule, ClassInfo, ClassTable, PoolConfig, CLASS_DELTA, DEFAULT_CHAIN_SIZE, HANDLE_SIZE,

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::access::ObjHint;
 use crate::arena::{Arena, MemoryPolicy};
 use crate::class::{ClassInfo, ClassTable, PoolConfig, HANDLE_SIZE, MAX_ALLOC_SIZE};
 use crate::fullness::{NR_FULLNESS_GROUPS, RATIO_0};
@@ -180,15 +181,22 @@ impl Pool {
     /// Allocates a slot for `len` bytes (`zs_malloc`). Its contents are unspecified until
     /// written.
     pub fn alloc(&self, len: usize) -> Result<Handle, Error> {
-        self.alloc_impl(len, None)
+        self.alloc_impl(len, None).map(|(h, _)| h)
     }
 
     /// Allocates a slot for `data.len()` bytes and writes `data` into it.
     pub fn alloc_write(&self, data: &[u8]) -> Result<Handle, Error> {
+        self.alloc_impl(data.len(), Some(data)).map(|(h, _)| h)
+    }
+
+    /// [`Pool::alloc_write`], also returning where the object lies now, for
+    /// [`Pool::prefetch_hint`]: a reader that keeps the hint with the handle can start the
+    /// object's cache misses without resolving the handle first.
+    pub fn alloc_write_hint(&self, data: &[u8]) -> Result<(Handle, ObjHint), Error> {
         self.alloc_impl(data.len(), Some(data))
     }
 
-    fn alloc_impl(&self, len: usize, data: Option<&[u8]>) -> Result<Handle, Error> {
+    fn alloc_impl(&self, len: usize, data: Option<&[u8]>) -> Result<(Handle, ObjHint), Error> {
         if len == 0 {
             return Err(Error::ZeroSize);
         }
@@ -253,7 +261,10 @@ impl Pool {
                 .state
                 .store((gen << GEN_SHIFT) | ALLOCATED, Ordering::Release);
         }
-        Ok(Handle::new(gen, class.info.index, slot))
+        Ok((
+            Handle::new(gen, class.info.index, slot),
+            ObjHint::at(class.payload_off(loc)),
+        ))
     }
 
     /// Takes the frames of one zspage of `class` from the arena and counts its pages.

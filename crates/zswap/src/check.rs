@@ -131,7 +131,7 @@ impl Zswap {
             ));
         }
         for (slot, e) in &entries {
-            let want = (e.cgroup, usize::from(e.node), e.lru);
+            let want = (u32::from(e.cgroup), usize::from(e.node), e.lru);
             if listed.get(slot) != Some(&want) {
                 return Err(format!(
                     "slot {slot}: entry says (cgroup, node, index) {want:?}, the lists {:?}",
@@ -143,7 +143,7 @@ impl Zswap {
         // Charges, hierarchical.
         let mut charged = vec![(0u64, 0u64); ids as usize];
         for (slot, e) in &entries {
-            let mut cur = Some(e.cgroup);
+            let mut cur = Some(u32::from(e.cgroup));
             while let Some(id) = cur {
                 let c = i
                     .cgroups

@@ -72,7 +72,7 @@ impl Inner {
     /// Free everything an entry holds once it is out of the index: LRU node, pool object,
     /// charge, counters, and last its pool reference (which may free an old pool).
     pub(crate) fn release_entry(&self, e: Entry) {
-        if let Some(c) = self.cgroups.get(e.cgroup) {
+        if let Some(c) = self.cgroups.get(u32::from(e.cgroup)) {
             c.lists[e.node as usize].remove(e.lru);
         }
         // SAFETY: the entry was taken out of the index by the caller, which now owns its pool
@@ -81,7 +81,8 @@ impl Inner {
         if let Some(h) = Handle::from_raw(e.handle) {
             let _ = pool.zs.free(h);
         }
-        self.cgroups.uncharge(e.cgroup, u64::from(e.length));
+        self.cgroups
+            .uncharge(u32::from(e.cgroup), u64::from(e.length));
         self.stats.sub(G::StoredPages as usize, 1);
         if e.length as usize == PAGE_SIZE {
             self.stats.sub(G::StoredIncompressiblePages as usize, 1);

@@ -31,9 +31,11 @@
 //!
 //! **Data layout** (see `index.rs`): per swap area a table of u32 slot words, split in shards
 //! of 4096 slots, each shard under a mutex. A slot word is empty, a zero page (no entry, no
-//! pool memory), the index of a 24-byte entry `{handle, cgroup, lru node, pool, length, node,
-//! referenced}` in the shard's slab, or `ON_DISK` with the id of the cgroup that owned the page
-//! (the kernel's swap_cgroup, for the disk refault credit), plus `LOADING` / `WRITEBACK` bits.
+//! pool memory), an entry, or `ON_DISK` with the id of the cgroup that owned the page (the
+//! kernel's swap_cgroup, for the disk refault credit), plus `LOADING` / `WRITEBACK` bits. The
+//! 24-byte entries `{handle, object location hint, lru node, cgroup, pool, length, node,
+//! referenced}` sit in a per-shard table at their slot's index, so a load fetches the word and
+//! the entry together, then the object (from the hint) and its handle together.
 //! The LRU of each (cgroup, node) (`lru.rs`) is eight intrusive sub-lists of 16-byte nodes
 //! holding the packed slot, one per thread stripe, kept in one order by sequence numbers.
 //! Counters are striped per thread (`stats.rs`); pool references are striped (`poolref.rs`).
@@ -42,8 +44,10 @@
 //!
 //! **Store**: zero check → limits (cgroup zswap.max, pool limit) → compress into a per-thread
 //! buffer outside any lock → `alloc_write` into the current pool → LRU node → counters, charge
-//! and slot word (shard lock). **Load**: mark the slot `LOADING`, drop the lock, decompress
-//! straight into the caller's page, re-lock, drop the entry if the load is exclusive.
+//! and slot word (shard lock). **Load**: copy the entry under the shard lock and decompress
+//! straight into the caller's page with the lock dropped, the object pinned by its zsmalloc
+//! read guard and the pool by the thread's pool snapshot; an exclusive load marks the slot
+//! `LOADING` instead, and re-locks to drop the entry.
 //! **Writeback** (from the shrinkers only, never on the caller's store/load path except the
 //! kernel's one synchronous attempt for a cgroup over zswap.max): rotate the LRU head to the
 //! tail under the list lock, drop it, lock the slot's shard and revalidate the entry by

@@ -318,9 +318,15 @@ impl Lru {
             let l = s.list.lock();
             let nodes = l.check(now).map_err(|m| format!("sub-list {si}: {m}"))?;
             if s.len.load(Relaxed) != l.len || s.head_seq.load(Relaxed) != l.head_seq() {
-                return Err(format!("sub-list {si}: published length or head out of date"));
+                return Err(format!(
+                    "sub-list {si}: published length or head out of date"
+                ));
             }
-            out.extend(nodes.into_iter().map(|(i, k)| (((si as u32) << SUB_SHIFT) | i, k)));
+            out.extend(
+                nodes
+                    .into_iter()
+                    .map(|(i, k)| (((si as u32) << SUB_SHIFT) | i, k)),
+            );
         }
         Ok(out)
     }

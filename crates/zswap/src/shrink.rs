@@ -94,14 +94,14 @@ impl Inner {
         };
         let e = *t.entry(ei);
         // Revalidate by identity: the entry must still be the one this node belongs to.
-        if e.lru != idx || e.cgroup != list_cg || e.node as usize != node {
+        if e.lru != idx || u32::from(e.cgroup) != list_cg || e.node as usize != node {
             return Walk::Stale;
         }
         if warm == WarmProtection::SecondChance && e.referenced {
             t.entry_mut(ei).referenced = false;
             return Walk::Rotated;
         }
-        if !self.cgroups.writeback_enabled(e.cgroup) {
+        if !self.cgroups.writeback_enabled(u32::from(e.cgroup)) {
             return Walk::NoWriteback;
         }
         t.set_word(i, w.with_writeback());
@@ -119,13 +119,16 @@ impl Inner {
         match res {
             Ok(()) => {
                 t.free_entry(ei);
-                t.set_word(i, SlotWord::EMPTY.with_value(SlotValue::OnDisk(e.cgroup)));
+                t.set_word(
+                    i,
+                    SlotWord::EMPTY.with_value(SlotValue::OnDisk(u32::from(e.cgroup))),
+                );
                 shard.wake(&t);
                 drop(t);
                 self.release_entry(e);
                 self.count(G::WrittenBackPages);
                 self.count(G::Zswpwb);
-                self.cgroups.event(e.cgroup, C::Zswpwb);
+                self.cgroups.event(u32::from(e.cgroup), C::Zswpwb);
                 Walk::WrittenBack
             }
             Err(g) => {

@@ -206,14 +206,14 @@ impl Inner {
                 if self.faults.fail_pool_alloc() {
                     return Err(RejectReason::AllocFail);
                 }
-                match pool.zs.alloc_write(data) {
-                    Ok(h) => Ok((h, data.len())),
+                match pool.zs.alloc_write_hint(data) {
+                    Ok((h, hint)) => Ok((h, hint, data.len())),
                     Err(uzswap_zsmalloc::Error::TooLarge { .. }) => Err(RejectReason::CompressPoor),
                     Err(_) => Err(RejectReason::AllocFail),
                 }
             },
         );
-        let (handle, length) = match res {
+        let (handle, hint, length) = match res {
             Ok(x) => x,
             Err(reason) => {
                 self.count(match reason {
@@ -244,7 +244,9 @@ impl Inner {
         };
         let entry = Entry {
             handle: handle.to_raw(),
-            cgroup: cg,
+            hint: hint.0,
+            // Below MAX_CGROUPS (index.rs asserts it fits).
+            cgroup: cg as u16,
             lru: lru.unwrap_or(0),
             pool: pool_id,
             length: length as u16,
@@ -252,8 +254,8 @@ impl Inner {
             referenced: warm == WarmProtection::SecondChance,
         };
         let (mut t, w) = shard.lock_idle(i);
-        let ei = match lru.and_then(|_| t.alloc_entry(entry)) {
-            Some(ei) => ei,
+        match lru.filter(|_| t.reserve_entries()) {
+            Some(_) => {}
             None => {
                 drop(t);
                 if let Some(l) = lru {
@@ -264,7 +266,7 @@ impl Inner {
                 self.count(G::RejectKmemcacheFail);
                 return Err(RejectReason::KmemcacheFail);
             }
-        };
+        }
         // Account before publishing, so a writeback or invalidation that frees the entry as soon
         // as the lock drops never un-counts it first.
         self.stats.add(G::StoredPages as usize, 1);
@@ -272,9 +274,9 @@ impl Inner {
             self.stats.add(G::StoredIncompressiblePages as usize, 1);
         }
         self.cgroups.charge(cg, length as u64);
-        let old = self.take_entry(&mut t, w);
+        let old = t.replace_entry(i, w, entry);
         Self::discard_owned(area, slot, w);
-        t.set_word(i, SlotWord::EMPTY.with_value(SlotValue::Entry(ei)));
+        t.set_word(i, SlotWord::EMPTY.with_value(SlotValue::Entry(i as u32)));
         drop(t);
         self.after_replace(w, old, false);
         self.count(G::Zswpout);
