@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Proptest model test: the single-threaded cache against a HashMap oracle, with writeback,
 //! the shrink worker, compressor switches and enable toggles mixed in.
 
