@@ -42,7 +42,9 @@ impl Inner {
         }
     }
 
-    /// Remove the entry a word names from the slab (the caller then rewrites the word).
+    /// Remove the entry a word names from the slab (the caller then rewrites the word). A zero
+    /// entry is released here at once (it holds no pool object and no LRU node, only counts),
+    /// so only pool entries are handed back for `release_entry`.
     #[inline]
     pub(crate) fn take_entry(&self, t: &mut index::ShardTable, w: SlotWord) -> Option<Entry> {
         match w.value() {
@@ -51,8 +53,30 @@ impl Inner {
                 t.free_entry(ei);
                 Some(e)
             }
+            SlotValue::ZeroEntry(ei) => {
+                self.take_zero_entry(t, ei);
+                None
+            }
             _ => None,
         }
+    }
+
+    /// `take_entry` of a zero entry, out of line: the pool-entry path stays as small as it
+    /// was without zero entries.
+    #[cold]
+    #[inline(never)]
+    fn take_zero_entry(&self, t: &mut index::ShardTable, ei: u32) {
+        let e = *t.entry(ei);
+        t.free_entry(ei);
+        self.release_zero_entry(&e);
+    }
+
+    /// The counts a zero entry holds (`zswap_free_entry` of a length-0 entry up to 6.11:
+    /// `same_filled_pages`, `stored_pages`, the cgroup's `zswapped` page).
+    pub(crate) fn release_zero_entry(&self, e: &Entry) {
+        self.cgroups.uncharge(e.cgroup, 0);
+        self.stats.sub(G::StoredPages as usize, 1);
+        self.stats.sub(G::SameFilledPages as usize, 1);
     }
 
     /// Bookkeeping after a slot word was replaced (shard lock dropped; the disk block, if
@@ -73,7 +97,7 @@ impl Inner {
     /// charge, counters, and last its pool reference (which may free an old pool).
     pub(crate) fn release_entry(&self, e: Entry) {
         if let Some(c) = self.cgroups.get(e.cgroup) {
-            c.lists[e.node as usize].lock().remove(e.lru);
+            c.lists[e.lane as usize].lock().remove(e.lru);
         }
         // SAFETY: the entry was taken out of the index by the caller, which now owns its pool
         // reference until the `put` below, the last use of `pool`.

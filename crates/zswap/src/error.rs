@@ -39,4 +39,12 @@ pub enum Error {
     WritebackDisabled(u32),
     #[error("pressure monitor: {0}")]
     Pressure(String),
+    /// `set_params` with a different `lru` (fixed when the cache is created).
+    #[error("lru can't change at run time (the cache was created with {current}, asked for {requested})")]
+    LruModeFixed {
+        /// The cache's LRU mode.
+        current: crate::LruMode,
+        /// The mode asked for.
+        requested: crate::LruMode,
+    },
 }

@@ -4,14 +4,21 @@
 //! A slot word (u32) is the typed value of one swap slot:
 //!
 //! ```text
-//!  31 30        29       28       27 ........................ 0
-//!  -- WRITEBACK LOADING  0        value: 0 = empty, 1 = zero page, n >= 2 = entry n - 2
-//!  -- WRITEBACK LOADING  ON_DISK  owner cgroup id
+//!  31          30        29       28       27 ........................ 0
+//!  0           WRITEBACK LOADING  0        value: 0 = empty, 1 = zero page, n >= 2 = entry n - 2
+//!  0           WRITEBACK LOADING  ON_DISK  owner cgroup id
+//!  ZERO_ENTRY  0         0        0        entry n (a zero-filled page with an entry)
 //! ```
 //!
-//! `SlotValue` is the only way the rest of the crate sees a word's value, and zero pages exist
-//! only as `SlotValue::Zero`: no entry, no allocation, one word ("mm: zswap: store zero-filled pages without a zswap_entry" (6.10)). Entries (24 bytes)
-//! live in a per-shard slab whose free list is threaded through the free entries.
+//! `SlotValue` is the only way the rest of the crate sees a word's value. By default zero
+//! pages exist only as `SlotValue::Zero`: no entry, no allocation, one word (the swap core's
+//! zeromap since "mm: store zero pages to be swapped out in a bitmap", 6.12). With
+//! `Params::zero_page_entries` a zero page is `SlotValue::ZeroEntry`: a slab entry of length 0
+//! with no pool object and no LRU node, as before "mm: zswap: store zero-filled pages without
+//! a zswap_entry" (RFC, Mar 2024). Its own tag keeps it off every path that handles pool
+//! entries (load, writeback, prefetch), at no cost to them: `value()` tests `ON_DISK` and
+//! `ZERO_ENTRY` with one mask. Entries (24 bytes) live in a per-shard slab whose free list is
+//! threaded through the free entries.
 //!
 //! `LOADING` / `WRITEBACK` mark a slot "in flight" (the kernel's locked swap-cache folio): the
 //! load or writeback that set the bit owns the slot until it clears it, with the shard lock
@@ -31,6 +38,8 @@ const VALUE_MASK: u32 = (1 << 28) - 1;
 const ON_DISK: u32 = 1 << 28;
 const LOADING: u32 = 1 << 29;
 const WRITEBACK: u32 = 1 << 30;
+/// The value bits name a zero-filled page's entry (`SlotValue::ZeroEntry`).
+const ZERO_ENTRY: u32 = 1 << 31;
 const MAX_ENTRIES: u32 = VALUE_MASK - 2;
 const FREE_END: u32 = u32::MAX;
 const _: () = assert!(crate::MAX_CGROUPS as u32 <= VALUE_MASK);
@@ -42,6 +51,9 @@ pub(crate) enum SlotValue {
     Zero,
     /// Index into the shard's entry slab.
     Entry(u32),
+    /// A zero-filled page kept with an entry of length 0 (`Params::zero_page_entries`): index
+    /// into the shard's entry slab; no pool object, no LRU node.
+    ZeroEntry(u32),
     /// The swap file block holds the page; the cgroup id it belonged to (may since be offline).
     OnDisk(u32),
 }
@@ -53,8 +65,13 @@ impl SlotWord {
     pub(crate) const EMPTY: SlotWord = SlotWord(0);
 
     pub(crate) fn value(self) -> SlotValue {
-        if self.on_disk() {
-            return SlotValue::OnDisk(self.0 & VALUE_MASK);
+        // One test for both tags: the untagged values cost what they did before zero entries.
+        if self.0 & (ON_DISK | ZERO_ENTRY) != 0 {
+            return if self.on_disk() {
+                SlotValue::OnDisk(self.0 & VALUE_MASK)
+            } else {
+                SlotValue::ZeroEntry(self.0 & VALUE_MASK)
+            };
         }
         match self.0 & VALUE_MASK {
             0 => SlotValue::Empty,
@@ -72,8 +89,12 @@ impl SlotWord {
                 debug_assert!(owner <= VALUE_MASK);
                 ON_DISK | owner
             }
+            SlotValue::ZeroEntry(i) => {
+                debug_assert!(i <= MAX_ENTRIES);
+                ZERO_ENTRY | i
+            }
         };
-        SlotWord((self.0 & !(ON_DISK | VALUE_MASK)) | bits)
+        SlotWord((self.0 & !(ZERO_ENTRY | ON_DISK | VALUE_MASK)) | bits)
     }
     /// The swap file holds a block for this slot (`SlotValue::OnDisk`).
     #[inline]
@@ -111,7 +132,9 @@ pub(crate) struct Entry {
     pub(crate) pool: u16,
     /// Compressed length; `PAGE_SIZE` means stored as-is.
     pub(crate) length: u16,
-    pub(crate) node: u8,
+    /// The entry's LRU list among its cgroup's lists: its NUMA node, plus its pool's first
+    /// list with `LruMode::PerPool` (see `Cgroup::lists`).
+    pub(crate) lane: u16,
     /// Second-chance bit.
     pub(crate) referenced: bool,
 }
@@ -280,6 +303,25 @@ mod tests {
         assert_eq!(b.idle(), w);
         assert_eq!(w.with_value(SlotValue::Zero).value(), SlotValue::Zero);
         assert_eq!(std::mem::size_of::<Entry>(), 24);
+        // A zero entry is neither a pool entry nor a disk block, and any value replaces it.
+        let z = SlotWord::EMPTY.with_value(SlotValue::ZeroEntry(MAX_ENTRIES));
+        assert_eq!(z.value(), SlotValue::ZeroEntry(MAX_ENTRIES));
+        assert!(!z.on_disk() && !z.busy());
+        for v in [
+            SlotValue::Empty,
+            SlotValue::Zero,
+            SlotValue::Entry(4),
+            SlotValue::OnDisk(2),
+        ] {
+            assert_eq!(z.with_value(v).value(), v);
+            assert_eq!(
+                SlotWord::EMPTY
+                    .with_value(v)
+                    .with_value(SlotValue::ZeroEntry(9))
+                    .value(),
+                SlotValue::ZeroEntry(9)
+            );
+        }
     }
 
     #[test]
@@ -314,7 +356,7 @@ mod tests {
             lru: 0,
             pool: 0,
             length: 10,
-            node: 0,
+            lane: 0,
             referenced: true,
         };
         let a = t.alloc_entry(e).unwrap();

@@ -9,6 +9,9 @@
 //! before pool size limit is hit", v2, on 6.10-rc6); the shrink worker and the memory-pressure
 //! shrinker (count/scan: "zswap: shrink zswap pool based on memory pressure", 6.8); an optional
 //! PSI pressure source; cgroups with `zswap.max` and `zswap.writeback`; the kernel's counters.
+//! Older kernels' behaviour as settings ([`Params`]): zero-filled pages kept with a length-0
+//! entry (`zero_page_entries`, before "mm: zswap: store zero-filled pages without a
+//! zswap_entry"), and one LRU and shrinker per pool (`lru`, [`LruMode::PerPool`], 6.8).
 //!
 //! **Modules** (one job each):
 //!
@@ -30,10 +33,13 @@
 //!
 //! **Data layout** (see `index.rs`): per swap area a table of u32 slot words, split in shards
 //! of 4096 slots, each shard under a mutex. A slot word is empty, a zero page (no entry, no
-//! pool memory), the index of a 24-byte entry `{handle, cgroup, lru node, pool, length, node,
-//! referenced}` in the shard's slab, or `ON_DISK` with the id of the cgroup that owned the page
-//! (the kernel's swap_cgroup, for the disk refault credit), plus `LOADING` / `WRITEBACK` bits.
-//! The LRU lists (`lru.rs`) are intrusive lists of 16-byte nodes holding the packed slot.
+//! pool memory), the index of a 24-byte entry `{handle, cgroup, lru node, pool, length, lane,
+//! referenced}` in the shard's slab, a `ZERO_ENTRY`-tagged index of a length-0 entry
+//! (`zero_page_entries`), or `ON_DISK` with the id of the cgroup that owned the page (the
+//! kernel's swap_cgroup, for the disk refault credit), plus `LOADING` / `WRITEBACK` bits. The
+//! LRU lists (`lru.rs`) are intrusive lists of 16-byte nodes holding the packed slot; each
+//! cgroup has one per node (one per pool slot and node with per-pool lists), and an entry
+//! records its list's index (its lane).
 //! Counters are striped per thread (`stats.rs`); pool references are striped (`poolref.rs`).
 //! Each pool keeps the memory of freed zspages for a second, bounded by the pool limit
 //! (`pool::memory_policy`); the idle shrink worker and memory pressure give it back.
@@ -93,7 +99,7 @@ pub use error::Error;
 pub use hooks::FaultHooks;
 pub use numa::{nr_nodes, MAX_NUMA_NODES};
 pub use outcome::{LoadOutcome, MetadataUsage, PoolInfo, RejectReason, SlotState, StoreOutcome};
-pub use params::{mem_total_bytes, Params, WarmProtection};
+pub use params::{mem_total_bytes, LruMode, Params, WarmProtection};
 pub use pool::MAX_POOLS;
 pub use pressure::PressureConfig;
 pub use shrink::ShrinkScan;

@@ -1,7 +1,8 @@
 //! One LRU list (the kernel's `list_lru_one`): an intrusive doubly linked list over a node slab.
 //!
 //! There is one list per (cgroup, node); together they form the single global LRU shared by all
-//! pools ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)). A node holds the entry's swap slot, packed into a u64; the entry holds its
+//! pools ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)), or, with `LruMode::PerPool`,
+//! one list per (cgroup, node, pool) as before that series. A node holds the entry's swap slot, packed into a u64; the entry holds its
 //! node index. Nodes are only removed by the entry's owner (the free path); the shrinker only
 //! rotates them, so a node it looked at may be gone by the time it checks the slot, and it then
 //! re-validates the entry in the index (see `shrink.rs`).
@@ -24,8 +25,6 @@ pub(crate) struct LruList {
     head: Option<u32>,
     tail: Option<u32>,
     len: u32,
-    /// The estimate of warm entries of "zswap: shrink zswap pool based on memory pressure" (6.8) (used by `WarmProtection::ProtectedSize`).
-    pub(crate) nr_protected: u64,
 }
 
 impl LruList {
@@ -101,10 +100,7 @@ impl LruList {
         self.len -= 1;
         // Give the slab back when the list empties (a node index is never held across that).
         if self.len == 0 {
-            *self = LruList {
-                nr_protected: self.nr_protected,
-                ..LruList::default()
-            };
+            *self = LruList::default();
         }
     }
 

@@ -38,9 +38,11 @@ pub enum RejectReason {
 /// Result of a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum StoreOutcome {
-    /// Compressed into the pool.
+    /// Compressed into the pool (or, with `Params::zero_page_entries`, a zero-filled page kept
+    /// with an entry of length 0: a zswap store, counted in zswpout).
     Stored,
-    /// A zero-filled page: recorded in the slot, no entry, no pool memory.
+    /// A zero-filled page: recorded in the slot, no entry, no pool memory (the swap core's
+    /// zeromap; swpout_zero).
     StoredZero,
     /// Did not compress; stored as-is (the cgroup may write back).
     StoredIncompressible,
@@ -64,7 +66,11 @@ pub enum LoadOutcome {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SlotState {
     Empty,
+    /// A zero-filled page without an entry.
     Zero,
+    /// An entry. `length` 0: a zero-filled page kept with an entry
+    /// (`Params::zero_page_entries`); it has no pool object, so `compressor` is only the
+    /// current pool's and `referenced` is false.
     Stored {
         length: u16,
         compressor: Algorithm,
@@ -90,11 +96,20 @@ pub struct PoolInfo {
 /// Metadata memory of the cache (entry slabs, slot tables, LRU nodes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct MetadataUsage {
+    /// Slot word tables (4 bytes per slot of every touched shard).
     pub index_bytes: u64,
+    /// Entry slabs (24 bytes per entry, as allocated).
     pub entry_bytes: u64,
+    /// LRU node slabs (16 bytes per listed entry, as allocated).
     pub lru_bytes: u64,
+    /// Pages stored with an entry (`stored_pages`), zero entries included.
     pub stored_pages: u64,
+    /// Zero-filled pages kept without an entry (a slot word each).
     pub zero_pages: u64,
+    /// Zero-filled pages kept with an entry (`Params::zero_page_entries`; part of
+    /// `stored_pages`): each costs an entry, as a `zswap_entry` did before "mm: zswap: store
+    /// zero-filled pages without a zswap_entry".
+    pub zero_entries: u64,
 }
 
 impl MetadataUsage {
