@@ -4,6 +4,7 @@
 //! `run(args) -> anyhow::Result<()>`; helpers several commands use live once in `shared/`;
 //! this file only wires them together.
 
+mod cache_opts;
 mod cmd;
 mod shared;
 
@@ -34,6 +35,15 @@ enum Command {
     Estimate(cmd::estimate::Args),
     /// Print the live kernel's zswap debugfs, vmstat swap and zram mm_stat counters.
     KernelStats(cmd::kernel_stats::Args),
+    /// Replay a workload through the cache under a memory limit and print the kernel's
+    /// counters (next to the live kernel's with --kernel).
+    Replay(Box<cmd::replay::Args>),
+    /// The live kernel comparison's per-cgroup process (internal).
+    #[command(name = "__replay-runner", hide = true)]
+    ReplayRunner(cmd::replay::RunnerArgs),
+    /// Run a program with its anonymous memory paged through the cache under a budget
+    /// (userfaultfd + SIGBUS, through a preload library).
+    Run(cmd::run::Args),
 }
 
 /// Output piped into `head` and similar ends the program quietly, as for other Unix tools,
@@ -55,6 +65,9 @@ fn main() {
         Command::Capture(args) => cmd::capture::run(args),
         Command::Estimate(args) => cmd::estimate::run(args),
         Command::KernelStats(args) => cmd::kernel_stats::run(args),
+        Command::Replay(args) => cmd::replay::run(*args),
+        Command::ReplayRunner(args) => cmd::replay::run_runner(args),
+        Command::Run(args) => cmd::run::run(args),
     };
     if let Err(err) = result {
         eprintln!("uzswap: error: {err:#}");

@@ -30,6 +30,8 @@
 //! or an out-of-bounds access, and a successful decode reports how many bytes it wrote (callers
 //! that expect a page check that it is 4096).
 
+#![deny(missing_docs)]
+
 use std::fmt;
 use std::str::FromStr;
 
@@ -68,9 +70,15 @@ pub enum Algorithm {
     /// The kernel's `lzo-rle`: LZO1X-1 with zero runs coded as one instruction.
     LzoRle,
     /// zstd at `level` (kernel default 3).
-    Zstd { level: i32 },
+    Zstd {
+        /// zstd compression level (negative: fast modes).
+        level: i32,
+    },
     /// Raw deflate, 2 KiB window, memLevel 9, at `level` 1..=9 (kernel default 6).
-    Deflate { level: u32 },
+    Deflate {
+        /// zlib level 1..=9.
+        level: u32,
+    },
 }
 
 impl Algorithm {
@@ -208,24 +216,44 @@ impl FromStr for Algorithm {
 /// Errors of this crate.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
+    /// A compressor name this crate does not know.
     #[error("unknown compression algorithm {0:?} (expected lz4, lzo, lzo-rle, zstd[:LEVEL] or deflate[:LEVEL])")]
     UnknownAlgorithm(String),
+    /// A level the algorithm does not have.
     #[error("invalid level {level:?} for {algorithm} (zstd: a non-zero zstd level, deflate: 1..=9, others: none)")]
-    InvalidLevel { algorithm: String, level: String },
+    InvalidLevel {
+        /// The algorithm's name.
+        algorithm: String,
+        /// The level as given.
+        level: String,
+    },
+    /// The output does not fit in the destination.
     #[error("destination buffer of {available} bytes is too small")]
-    DstTooSmall { available: usize },
+    DstTooSmall {
+        /// Bytes the destination has.
+        available: usize,
+    },
+    /// The input is larger than the codec can take in one call.
     #[error("input of {0} bytes is too large for this codec")]
     SrcTooLarge(usize),
+    /// The compressed data is corrupt or truncated (decoders treat input as hostile).
     #[error("corrupt {algorithm} data: {reason}")]
     Corrupt {
+        /// The algorithm.
         algorithm: &'static str,
+        /// What the decoder found wrong.
         reason: &'static str,
     },
+    /// The codec library reported an error of its own.
     #[error("{algorithm} codec failed: {reason}")]
     Codec {
+        /// The algorithm.
         algorithm: &'static str,
+        /// The library's message.
         reason: String,
     },
+    /// The algorithm is not in this build (lzo and lzo-rle need the cargo feature
+    /// `kernel-lzo`).
     #[error("{0} is not built in (uzswap-compress was built without its GPL-2.0-only cargo feature `kernel-lzo`)")]
     NotBuiltIn(&'static str),
 }

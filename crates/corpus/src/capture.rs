@@ -117,6 +117,20 @@ pub fn parse_maps_line(line: &str) -> std::result::Result<MapsEntry, String> {
     })
 }
 
+/// Parse a whole `/proc/PID/maps` text (blank lines are skipped); `path` names the file in
+/// errors, which quote the offending line.
+pub fn parse_maps(path: &std::path::Path, text: &str) -> Result<Vec<MapsEntry>> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            parse_maps_line(line).map_err(|d| Error::MalformedMaps {
+                path: path.to_path_buf(),
+                detail: format!("{d} in line {line:?}"),
+            })
+        })
+        .collect()
+}
+
 /// Pages whose pagemap entries are examined at once.
 const WINDOW: usize = 4096;
 /// Pages read from `/proc/PID/mem` with one call.
@@ -221,16 +235,8 @@ pub(crate) fn capture_from(
         truncated: false,
     };
     let limit = opts.max_pages.unwrap_or(usize::MAX);
-    let mut entries = Vec::new();
-    for line in maps.lines().filter(|l| !l.trim().is_empty()) {
-        let e = parse_maps_line(line).map_err(|d| Error::MalformedMaps {
-            path: maps_path.to_path_buf(),
-            detail: format!("{d} in line {line:?}"),
-        })?;
-        if e.is_candidate() {
-            entries.push(e);
-        }
-    }
+    let mut entries = parse_maps(maps_path, maps)?;
+    entries.retain(MapsEntry::is_candidate);
 
     let mut buf = vec![0u8; READ_CHUNK * PAGE_SIZE];
     'ranges: for e in &entries {

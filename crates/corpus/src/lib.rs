@@ -22,7 +22,7 @@ mod default;
 mod pagefile;
 
 pub use capture::{
-    capture_pid, capture_pid_with, parse_maps_line, Capture, CaptureOptions, MapsEntry,
+    capture_pid, capture_pid_with, parse_maps, parse_maps_line, Capture, CaptureOptions, MapsEntry,
 };
 pub use default::{default_corpus, default_corpus_with, DefaultCorpusOptions};
 pub use pagefile::{

@@ -20,6 +20,9 @@
 //! Lock order: none; the estimate is single-threaded (so the per-page compression time is
 //! one core's time).
 
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
 use serde::Serialize;
 use std::time::Instant;
 use uzswap_compress::{Algorithm, MAX_COMPRESSED_LEN};
@@ -29,11 +32,15 @@ use uzswap_zsmalloc::{ChainRule, Pool, PoolConfig};
 /// Errors of an estimate.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// No compressor or chain size, or a chain size out of range.
     #[error("invalid options: {0}")]
     InvalidOptions(String),
+    /// The allocator failed (the source says how).
     #[error("allocator (chain size {chain_size})")]
     Pool {
+        /// The chain size of the pool that failed.
         chain_size: usize,
+        /// The allocator's error.
         #[source]
         source: uzswap_zsmalloc::Error,
     },
@@ -42,8 +49,11 @@ pub enum Error {
 /// What to estimate.
 #[derive(Clone, Debug)]
 pub struct EstimateOptions {
+    /// Compressors to estimate, each on its own.
     pub compressors: Vec<Algorithm>,
+    /// zsmalloc chain sizes (1..=16) to estimate, each on its own.
     pub chain_sizes: Vec<usize>,
+    /// Rule choosing pages per zspage.
     pub chain_rule: ChainRule,
 }
 
@@ -65,14 +75,23 @@ impl Default for EstimateOptions {
 /// Predicted `/sys/block/zram0/mm_stat` after writing the pages once to a fresh device.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ZramMmStat {
+    /// Uncompressed bytes stored (same pages included).
     pub orig_data_size: u64,
+    /// Compressed bytes stored (huge objects count 4096).
     pub compr_data_size: u64,
+    /// Memory the pool holds: pool pages * 4096.
     pub mem_used_total: u64,
+    /// The device's memory limit (0: none).
     pub mem_limit: u64,
+    /// Peak of `mem_used_total` (equal to it after one write).
     pub mem_used_max: u64,
+    /// Pages of one repeated word, stored without memory.
     pub same_pages: u64,
+    /// Pages freed by compaction (0 after one write).
     pub pages_compacted: u64,
+    /// Pages stored uncompressed (compressed length >= `huge_class_size`).
     pub huge_pages: u64,
+    /// Huge pages since the device was set up.
     pub huge_pages_since: u64,
 }
 
@@ -113,6 +132,7 @@ pub struct ZswapPrediction {
 pub struct EstimateResult {
     /// Kernel name (with `:LEVEL` for a non-default level).
     pub compressor: String,
+    /// zsmalloc chain size of this prediction.
     pub chain_size: usize,
     /// Compressor output summed over every non-zero page (a failed page counts 4096).
     pub compressed_bytes: u64,
@@ -122,13 +142,17 @@ pub struct EstimateResult {
     pub huge_objects: u64,
     /// zswap incompressible pages: compression failed or gave >= 4096 bytes.
     pub incompressible_pages: u64,
+    /// zram's `mem_used_total` (see [`ZramMmStat`]).
     pub zram_mem_used_total: u64,
+    /// zswap's `pool_total_size` (see [`ZswapPrediction`]).
     pub zswap_pool_total_size: u64,
     /// Non-zero pages * 4096 / `compressed_bytes`.
     pub compression_ratio: f64,
     /// The pool's `huge_class_size` for this chain size.
     pub huge_class_size: usize,
+    /// The whole predicted zram `mm_stat`.
     pub zram_mm_stat: ZramMmStat,
+    /// The predicted zswap state.
     pub zswap: ZswapPrediction,
     /// Mean single-core compression time per non-zero page, nanoseconds.
     pub compress_ns_per_page: f64,
@@ -137,12 +161,15 @@ pub struct EstimateResult {
 /// The whole estimate. JSON: `{"pages", "zero_pages", "same_filled_pages", "results": [..]}`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Estimate {
+    /// Pages estimated.
     pub pages: u64,
     /// All-zero pages (zswap's rule).
     pub zero_pages: u64,
     /// Pages made of one repeated 8-byte word, zero pages included (zram's rule).
     pub same_filled_pages: u64,
+    /// Where the pages came from.
     pub source: String,
+    /// One result per (compressor, chain size), compressors outermost.
     pub results: Vec<EstimateResult>,
 }
 

@@ -23,7 +23,9 @@ pub enum Version {
 /// Where the memory controller is mounted, if anywhere.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryController {
+    /// cgroup v1 (`memory` controller hierarchy) or v2 (unified).
     pub version: Version,
+    /// The hierarchy's mount point.
     pub root: PathBuf,
 }
 

@@ -104,6 +104,7 @@ impl Drop for DebugfsMount {
 /// A snapshot of `/sys/kernel/debug/zswap`: every numeric file, by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ZswapDebugfs {
+    /// `(file name, value)` in the kernel's directory order.
     pub counters: Vec<(String, u64)>,
 }
 

@@ -18,6 +18,8 @@
 //! Lock order: [`KernelLock`] first, then any claimed device or parameter guard. Guards are
 //! dropped before the lock (declare the lock first so it drops last).
 
+#![deny(missing_docs)]
+
 use std::io::Write as _; // skip notices bypass the test harness's output capture
 pub mod cgroup;
 pub mod debugfs;
@@ -48,7 +50,12 @@ pub enum Error {
     },
     /// A kernel file had content we could not parse.
     #[error("{path}: cannot parse: {detail}")]
-    Parse { path: PathBuf, detail: String },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong, with the offending line or value.
+        detail: String,
+    },
     /// The feature or device is not present on this kernel.
     #[error("not available: {0}")]
     NotAvailable(String),
@@ -63,6 +70,7 @@ pub enum Error {
     PermissionDenied(String),
 }
 
+/// Result of every kernel interaction.
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {

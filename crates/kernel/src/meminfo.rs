@@ -7,6 +7,7 @@ use std::path::Path;
 /// Selected `/proc/meminfo` values, in KiB as the kernel prints them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct MemInfo {
+    /// `MemTotal`.
     pub mem_total_kb: u64,
     /// Compressed pool footprint (kernel 5.19+).
     pub zswap_kb: Option<u64>,

@@ -10,10 +10,15 @@ pub const SWAP_COUNTERS: [&str; 5] = ["zswpin", "zswpout", "zswpwb", "pswpin", "
 /// The swap-related counters of `/proc/vmstat`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SwapVmStat {
+    /// Pages loaded from zswap.
     pub zswpin: u64,
+    /// Pages stored in zswap.
     pub zswpout: u64,
+    /// Pages zswap wrote back to the swap device.
     pub zswpwb: u64,
+    /// Pages read from the swap device.
     pub pswpin: u64,
+    /// Pages written to the swap device.
     pub pswpout: u64,
     /// Zero pages swapped out without I/O (kernel 6.13+).
     pub swpout_zero: Option<u64>,

@@ -344,6 +344,9 @@ impl Decoder {
             K_META => {
                 let k = self.string(r, "meta key")?;
                 let v = self.string(r, "meta value")?;
+                // The rule the writer (and the text form) imposes, so that what one encoding
+                // accepts the other can carry.
+                crate::check_meta(&k, &v)?;
                 return Ok(Some(Decoded::Meta(k, v)));
             }
             k => return Err(format!("unknown record kind {k}")),

@@ -350,6 +350,17 @@ pub(crate) fn check_string(what: &str, s: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A header metadata pair, as both encodings can carry it: the key one word, the value one line
+/// without `#` (the text form's comment marker).
+pub(crate) fn check_meta(k: &str, v: &str) -> Result<(), String> {
+    if k.is_empty() || k.contains(char::is_whitespace) || v.contains(['\n', '#']) {
+        return Err(format!(
+            "meta {k:?} {v:?}: the key must be one word, the value one line without '#'"
+        ));
+    }
+    Ok(())
+}
+
 /// A cgroup name: non-empty, printable, no whitespace, not the root's, not starting with
 /// `@` or `#` (the text form's timestamp and comment markers).
 pub(crate) fn check_name(name: &str) -> Result<(), String> {

@@ -85,6 +85,7 @@ pub(crate) fn parse_line(line: &str, names: &NameLookup<'_>) -> Result<Line, Str
                 .and_then(|r| r.strip_prefix(k.as_str()))
                 .map(str::trim)
                 .unwrap_or("");
+            crate::check_meta(&k, rest)?;
             return Ok(Line::Meta(k, rest.to_string()));
         }
         "r" => {

@@ -60,11 +60,7 @@ impl<W: Write> TraceWriter<W> {
             })(),
         };
         for (k, v) in &header.meta {
-            if k.is_empty() || k.contains(char::is_whitespace) || v.contains(['\n', '#']) {
-                return Err(me.err(format!(
-                    "meta {k:?} {v:?}: the key must be one word, the value one line without '#'"
-                )));
-            }
+            crate::check_meta(k, v).map_err(|m| me.err(m))?;
         }
         r.map_err(|e: std::io::Error| me.err(format!("write error: {e}")))?;
         Ok(me)

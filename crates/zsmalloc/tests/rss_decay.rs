@@ -63,6 +63,7 @@ fn rss_follows_pages_plus_cached_pages() {
         free_page_decay_ms: 300,
         max_cached_pages: 1 << 20,
         transparent_huge_pages: false,
+        prefault_chunks: 0,
     };
     let pool = Pool::with_memory_policy(PoolConfig::default(), policy).unwrap();
     let before = rss_pages();

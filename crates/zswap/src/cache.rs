@@ -42,6 +42,7 @@ pub(crate) struct HotParams {
     pub(crate) memcg_sync: AtomicBool,
     /// `Params::zero_page_entries`.
     pub(crate) zero_entries: AtomicBool,
+    pub(crate) rotation_is_failure: AtomicBool,
 }
 
 impl HotParams {
@@ -57,6 +58,8 @@ impl HotParams {
         self.warm.store(p.warm_protection as u8, Relaxed);
         self.memcg_sync.store(p.memcg_limit_sync_writeback, Relaxed);
         self.zero_entries.store(p.zero_page_entries, Relaxed);
+        self.rotation_is_failure
+            .store(p.rotation_is_failure, Relaxed);
     }
     pub(crate) fn warm(&self) -> WarmProtection {
         if self.warm.load(Relaxed) == WarmProtection::ProtectedSize as u8 {
@@ -111,6 +114,7 @@ impl Zswap {
             warm: AtomicU8::new(0),
             memcg_sync: AtomicBool::new(true),
             zero_entries: AtomicBool::new(false),
+            rotation_is_failure: AtomicBool::new(false),
         };
         hot.set(&params);
         let lru_mode = params.lru;
@@ -373,11 +377,7 @@ impl Zswap {
         }
         for id in 0..i.cgroups.id_limit() {
             if let Some(c) = i.cgroups.get(id) {
-                m.lru_bytes += c
-                    .lists
-                    .iter()
-                    .map(|l| l.lock().heap_bytes() as u64)
-                    .sum::<u64>();
+                m.lru_bytes += c.lists.iter().map(|l| l.heap_bytes() as u64).sum::<u64>();
             }
         }
         m.stored_pages = i.stats.gauge(G::StoredPages as usize);
@@ -426,9 +426,27 @@ impl Zswap {
         i.lanes(node)
             .into_iter()
             .filter_map(|lane| c.lists.get(lane))
-            .flat_map(|l| l.lock().keys())
+            .flat_map(|l| l.keys())
             .map(unpack_slot)
             .collect()
+    }
+
+    /// The allocator's statistics (class table, debugfs `classes` layout) of every live pool,
+    /// current first.
+    pub fn pool_stats(&self) -> Vec<(uzswap_compress::Algorithm, uzswap_zsmalloc::PoolStats)> {
+        let cur = self.inner.pools.current();
+        let mut live = self.inner.pools.live();
+        live.sort_by_key(|p| p.id != cur.id);
+        live.iter().map(|p| (p.alg, p.zs.stats())).collect()
+    }
+
+    /// Compressed bytes charged to `cg` and its descendants (`memory.zswap.current`); `None`
+    /// for an unknown cgroup. One gauge read: cheap enough for a charge path.
+    pub fn cgroup_zswap_bytes(&self, cg: CgroupId) -> Option<u64> {
+        self.inner
+            .cgroups
+            .get(cg.0)
+            .map(|c| c.stats.gauge(crate::stats::C::ZswapBytes as usize))
     }
 
     /// Pages held by all pools (`zswap_total_pages`).
@@ -498,12 +516,35 @@ impl Zswap {
         self.inner.shrink_worker();
     }
 
-    /// Wait until the background worker is neither queued nor running. False on timeout.
+    /// Hold (`true`) or release the background worker: while held, stores still queue it
+    /// but it does not start, so an embedder decides when queued work runs (a replay lets it
+    /// run when the faulting task leaves the kernel, deterministically). Releasing starts a
+    /// queued run.
+    pub fn hold_shrink_worker(&self, hold: bool) {
+        let w = &self.inner.worker;
+        let mut st = w.state.lock();
+        st.held = hold;
+        if !hold && st.pending {
+            w.cv.notify_one();
+        }
+    }
+
+    /// True if a store queued the background worker and it has not started yet (one atomic
+    /// load: cheap enough to poll after every operation).
+    pub fn shrink_worker_queued(&self) -> bool {
+        self.inner
+            .worker
+            .queued
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Wait until the background worker is neither queued nor running (a held worker's queued
+    /// run does not count). False on timeout.
     pub fn wait_shrink_idle(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
         let w = &self.inner.worker;
         let mut st = w.state.lock();
-        while st.pending || st.running {
+        while (st.pending && !st.held) || st.running {
             if w.idle_cv.wait_until(&mut st, deadline).timed_out() {
                 return false;
             }

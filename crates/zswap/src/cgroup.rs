@@ -9,11 +9,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::OnceLock;
 
-use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use crate::lru::LruList;
+use crate::lru::Lru;
 use crate::stats::{CgroupCounters, Striped, C, NR_CGROUP};
 use crate::{Error, PAGE_SIZE};
 
@@ -46,7 +45,7 @@ pub(crate) struct Cgroup {
     /// node); `LruMode::PerPool` one per (pool slot, node), lane = slot × nodes + node, the
     /// kernel's per-pool `list_lru` (6.8). An entry records its lane, so the free path finds
     /// its list the same way in both modes.
-    pub(crate) lists: Box<[CachePadded<Mutex<LruList>>]>,
+    pub(crate) lists: Box<[Lru]>,
     /// Disk swap-ins not yet consumed by the shrinker's count (second-chance policy), per node.
     pub(crate) disk_swapins: Box<[AtomicU64]>,
     /// The estimate of warm entries of "zswap: shrink zswap pool based on memory pressure"
@@ -65,9 +64,7 @@ impl Cgroup {
             max_bytes: AtomicU64::new(u64::MAX),
             writeback: AtomicBool::new(true),
             stats: Striped::new(),
-            lists: (0..lanes)
-                .map(|_| CachePadded::new(Mutex::new(LruList::default())))
-                .collect(),
+            lists: (0..lanes).map(|_| Lru::default()).collect(),
             disk_swapins: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             protected: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             absorbed: Mutex::new(Vec::new()),

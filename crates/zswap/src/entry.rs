@@ -97,7 +97,7 @@ impl Inner {
     /// charge, counters, and last its pool reference (which may free an old pool).
     pub(crate) fn release_entry(&self, e: Entry) {
         if let Some(c) = self.cgroups.get(e.cgroup) {
-            c.lists[e.lane as usize].lock().remove(e.lru);
+            c.lists[e.lane as usize].remove(e.lru);
         }
         // SAFETY: the entry was taken out of the index by the caller, which now owns its pool
         // reference until the `put` below, the last use of `pool`.

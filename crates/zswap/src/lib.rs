@@ -24,7 +24,8 @@
 //! | `shrink` | writeback of one LRU entry, `shrink_memcg`, the shrink worker's walk, the pressure shrinker |
 //! | `worker` | the background shrink worker thread and its wake-ups |
 //! | `index` | slot words, entries, shards (the kernel's xarray + `zswap_entry`) |
-//! | `lru` | one LRU list (`list_lru_one`) |
+//! | `lru` | the LRU of one (cgroup, node) (`list_lru_one`), as per-thread sub-lists in one order |
+//! | `spin` | the spinning mutex of the LRU sub-lists |
 //! | `pool`, `poolref` | compressor pools ([`MAX_POOLS`], the kernel's `zswap_pool`), their per-thread-striped reference count (`percpu_ref`) |
 //! | `cgroup` | cgroups, charges, zswap.max, zswap.writeback, reparenting |
 //! | `stats` | striped counters and the [`Counters`] snapshot |
@@ -37,9 +38,10 @@
 //! referenced}` in the shard's slab, a `ZERO_ENTRY`-tagged index of a length-0 entry
 //! (`zero_page_entries`), or `ON_DISK` with the id of the cgroup that owned the page (the
 //! kernel's swap_cgroup, for the disk refault credit), plus `LOADING` / `WRITEBACK` bits. The
-//! LRU lists (`lru.rs`) are intrusive lists of 16-byte nodes holding the packed slot; each
-//! cgroup has one per node (one per pool slot and node with per-pool lists), and an entry
-//! records its list's index (its lane).
+//! LRU of each (cgroup, node) (`lru.rs`) is eight intrusive sub-lists of 16-byte nodes holding
+//! the packed slot, one per thread stripe, kept in one order by sequence numbers; with
+//! per-pool lists a cgroup has one such LRU per (pool slot, node), and an entry records the
+//! index of its LRU among its cgroup's (its lane).
 //! Counters are striped per thread (`stats.rs`); pool references are striped (`poolref.rs`).
 //! Each pool keeps the memory of freed zspages for a second, bounded by the pool limit
 //! (`pool::memory_policy`); the idle shrink worker and memory pressure give it back.
@@ -59,7 +61,9 @@
 //! store fit without other locking (see [`BackingStore`]).
 //!
 //! **Lock order**: shard lock → backing store (only `discard` of a slot's stale block, which
-//! must happen before the slot is published again). LRU list locks are leaves: the free path
+//! must happen before the slot is published again). LRU sub-list locks are leaves (spinning:
+//! their critical sections are a few instructions, and sleeping on a contended lock costs tens
+//! of µs on a VM): the free path
 //! unlinks the LRU node after dropping the shard lock, and the shrinker drops the list lock
 //! before taking the shard lock, so the two are never nested. Pool registry, cgroup admin and
 //! worker mutexes are leaves taken off the hot path (a store takes the registry lock only when
@@ -87,6 +91,7 @@ mod pool;
 mod poolref;
 mod pressure;
 mod shrink;
+mod spin;
 mod stats;
 mod store;
 #[cfg(test)]

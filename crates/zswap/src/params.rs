@@ -111,6 +111,12 @@ pub struct Params {
     /// synchronously (the kernel's behaviour); `false` rejects at once and has the background
     /// worker write the cgroup's coldest entries back until it is under its limit.
     pub memcg_limit_sync_writeback: bool,
+    /// The shrink worker counts a visit that only rotated referenced entries (second chance)
+    /// as a failure, as the kernel's `shrink_memcg` returns -EAGAIN for it, so a run stops
+    /// after `MAX_RECLAIM_RETRIES` such visits. `false` (the default here) treats rotation as
+    /// progress, so one run reaches the accept threshold; `uzswap replay` uses `true` to predict
+    /// the kernel.
+    pub rotation_is_failure: bool,
     /// Zero-filled pages. `false` (today's kernel): kept without an entry, as the swap core's
     /// zeromap does since "mm: store zero pages to be swapped out in a bitmap" (6.12), counted
     /// as `swpout_zero` / `swpin_zero`. `true`: the behaviour before "mm: zswap: store
@@ -123,7 +129,8 @@ pub struct Params {
     /// this way. May change at run time: slots already kept either way stay valid.
     pub zero_page_entries: bool,
     /// One LRU for all pools, or one per pool (see [`LruMode`]). Fixed when the cache is
-    /// created.
+    /// created. Per-pool lists are laid out for every pool slot ([`crate::MAX_POOLS`]) of every
+    /// cgroup: about 70 KiB per cgroup and node, allocated with the cgroup's chunk.
     pub lru: LruMode,
     /// NUMA nodes the cache keeps LRU lists for (1..=`MAX_NUMA_NODES`; default: the machine's,
     /// `nr_nodes()`). Fixed when the cache is created. `store` uses the calling CPU's node
@@ -146,6 +153,7 @@ impl Default for Params {
             reject_compress_poor: false,
             warm_protection: WarmProtection::SecondChance,
             memcg_limit_sync_writeback: true,
+            rotation_is_failure: false,
             zero_page_entries: false,
             lru: LruMode::Global,
             numa_nodes: crate::nr_nodes(),

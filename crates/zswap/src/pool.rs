@@ -36,22 +36,32 @@ pub(crate) struct ZswapPool {
     pub(crate) cursor: Mutex<Option<u32>>,
 }
 
-/// How a zswap pool keeps the memory of freed zspages.
+/// Chunks (2 MiB each) kept faulted in ahead of a growing pool: one to carve next while the
+/// thread faults in the other (a 2 MiB fault can take 5 ms when the hypervisor backs it, about
+/// what a store thread needs to fill a chunk).
+pub(crate) const PREFAULT_CHUNKS: usize = 2;
+
+/// How a zswap pool gets and keeps the memory of its zspages (`uzswap_zsmalloc`'s arena).
 ///
-/// * Transparent huge pages: fresh anonymous memory costs about 1.2 µs per 4 KiB page to fault
-///   in on the test VM (the kernel clears, charges and maps it), 0.5 µs per stored page at a
-///   0.4 ratio; 2 MiB pages cost about 0.17 µs per 4 KiB.
+/// * Transparent huge pages, in 2 MiB chunks that go back to the OS whole when wholly free:
+///   fresh anonymous memory costs 1.5-2 µs per 4 KiB page to fault in on the test VM (the
+///   kernel clears, charges and maps it; the kernel's zsmalloc takes uncleared pages from its
+///   page allocator), 0.3-0.5 µs with huge pages, or 3-10 µs when the hypervisor must back a
+///   huge page the guest had given back (free page reporting).
+/// * [`PREFAULT_CHUNKS`] chunks faulted in ahead of a growing pool by the arena's thread, so a
+///   store into a growing pool waits for neither; the memory cost is up to that many chunks
+///   beyond the pool's pages while it grows (returned after the decay time).
 /// * Freed zspages stay resident for the decay time (1 s) before going back to the OS, bounded
-///   by `max_cached_pages`, the pool limit. The kernel's zsmalloc gives pages back to the buddy
-///   allocator, which hands them out again without clearing them; user space can only get
-///   memory back from the kernel cleared and faulted in again. Keeping freed runs for a second
-///   is what makes swap-in / swap-out churn cost what it costs the kernel. Since cached pages
-///   come only from frees, the pool's RSS never exceeds its own peak of the last second (itself
-///   at most the limit); the shrink worker returns expired runs when the cache goes idle, and
-///   memory pressure (the shrinker, PSI) returns them at once.
+///   by `max_cached_pages`, the pool limit. User space can only get memory back from the
+///   kernel cleared and faulted in again, so keeping freed runs for a second is what makes
+///   swap-in / swap-out churn cost what it costs the kernel. Since cached pages come only from
+///   frees, the pool's RSS never exceeds its own peak of the last second (itself at most the
+///   limit) plus the open chunk and the prefaulted ones; the shrink worker returns expired
+///   memory when the cache goes idle, and memory pressure (the shrinker, PSI) at once.
 pub(crate) fn memory_policy(max_cached_pages: usize) -> MemoryPolicy {
     MemoryPolicy {
         transparent_huge_pages: true,
+        prefault_chunks: PREFAULT_CHUNKS,
         max_cached_pages,
         ..MemoryPolicy::default()
     }

@@ -85,7 +85,7 @@ impl Inner {
         };
         // Rotate before dropping the list lock: whatever happens next, the entry is no longer
         // at the head, and the walk can't spin on it.
-        let Some((idx, key)) = list.lock().rotate_head() else {
+        let Some((idx, key)) = list.rotate_head() else {
             return Walk::Empty;
         };
         let slot = unpack_slot(key);
@@ -258,8 +258,12 @@ impl Inner {
                     // Nothing to do in this cgroup: expected, not a failure ("mm: zswap: fix
                     // global shrinker error handling logic", v2, on 6.10-rc6).
                     Err(ShrinkErr::NoEnt) => {}
-                    Ok(()) | Err(ShrinkErr::Rotated) => attempts += 1,
-                    Err(ShrinkErr::Again) => {
+                    Ok(()) => attempts += 1,
+                    Err(ShrinkErr::Rotated) if !self.hot.rotation_is_failure.load(Relaxed) => {
+                        attempts += 1
+                    }
+                    // The kernel: a visit that only rotated is -EAGAIN, a failure.
+                    Err(ShrinkErr::Rotated | ShrinkErr::Again) => {
                         attempts += 1;
                         failures += 1;
                         if failures >= MAX_RECLAIM_RETRIES {
@@ -282,7 +286,7 @@ impl Inner {
             .walk_ids(cg)
             .into_iter()
             .filter_map(|id| self.cgroups.get(id))
-            .filter_map(|c| c.lists.get(lane).map(|l| l.lock().len()))
+            .filter_map(|c| c.lists.get(lane).map(|l| l.len()))
             .sum()
     }
 

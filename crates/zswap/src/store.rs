@@ -318,8 +318,8 @@ impl Inner {
         let lru = if FaultHooks::take(&self.faults.fail_entry_allocs) {
             None
         } else {
-            let mut l = cgrp.lists[lane].lock();
-            let idx = l.push_tail(pack_slot(slot));
+            let l = &cgrp.lists[lane];
+            let idx = l.push(pack_slot(slot));
             if warm == WarmProtection::ProtectedSize && idx.is_some() {
                 // "zswap: shrink zswap pool based on memory pressure" (6.8): every new entry
                 // counts as warm; the estimate decays to half when it exceeds a quarter of the
@@ -352,7 +352,7 @@ impl Inner {
             None => {
                 drop(t);
                 if let Some(l) = lru {
-                    cgrp.lists[lane].lock().remove(l);
+                    cgrp.lists[lane].remove(l);
                 }
                 let _ = pool.zs.free(handle);
                 self.pools.put(pool);

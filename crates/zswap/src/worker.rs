@@ -19,6 +19,8 @@ pub(crate) struct WorkerState {
     pub(crate) pending: bool,
     pub(crate) running: bool,
     pub(crate) stop: bool,
+    /// Queued runs wait until released (`Zswap::hold_shrink_worker`).
+    pub(crate) held: bool,
     /// Cgroups whose zswap.max rejected a store (async mode): shrink them below their limit.
     pub(crate) memcgs: Vec<u32>,
 }
@@ -72,7 +74,7 @@ impl Inner {
             let memcgs;
             {
                 let mut st = self.worker.state.lock();
-                while !st.pending && !st.stop {
+                while (!st.pending || st.held) && !st.stop {
                     if self.worker.cv.wait_for(&mut st, PURGE_INTERVAL).timed_out() {
                         // Idle: freed pool memory whose decay time passed goes back to the
                         // OS even if no store or free comes to do it.
@@ -119,7 +121,14 @@ impl Inner {
         let mut failures = 0;
         while self.cgroups.over_limit(cg).is_some() && !self.stopping() {
             match self.shrink_memcg(cg) {
-                Ok(()) | Err(shrink::ShrinkErr::Rotated) => {}
+                Ok(()) => {}
+                Err(shrink::ShrinkErr::Rotated) if !self.hot.rotation_is_failure.load(Relaxed) => {}
+                Err(shrink::ShrinkErr::Rotated) => {
+                    failures += 1;
+                    if failures >= 16 {
+                        return;
+                    }
+                }
                 Err(shrink::ShrinkErr::NoEnt) => return,
                 Err(shrink::ShrinkErr::Again) => {
                     failures += 1;

@@ -5,3 +5,6 @@ pub mod capture;
 pub mod classes;
 pub mod estimate;
 pub mod kernel_stats;
+pub mod replay;
+pub mod run;
+pub mod run_trace;

@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: MIT
+//! `uzswap run`: run a program with its anonymous memory paged through the cache under a
+//! budget (issue #11). The pager itself is `uzswap-pager`, injected with the preload library
+//! `libuzswap_preload.so`; this module checks the program can be managed, sets up the shared
+//! accounting segment, starts the program, waits for it and reports.
+
+use std::ffi::OsString;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args as ClapArgs;
+use uzswap_pager::shared::{Segment, SEGMENT_BYTES};
+
+#[derive(ClapArgs, Debug)]
+pub struct Args {
+    /// The budget: resident anonymous memory plus the compressed pool of CMD's whole process
+    /// tree, like a cgroup's memory.max (bytes, or with a K, M, G suffix).
+    #[arg(long = "memory-max", value_parser = parse_size)]
+    pub memory_max: u64,
+    #[command(flatten)]
+    pub cache: crate::cache_opts::CacheOptions,
+    /// Write the report as JSON to FILE (default: a summary on stderr).
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Record the run's page accesses as the pager sees them (faults, evictions, frees) in
+    /// replay's trace format, with the evicted pages' contents in FILE.pages.
+    #[arg(long)]
+    pub record_trace: Option<PathBuf>,
+    /// What SIZE covers: resident pages plus the pool (as memory.max with zswap charged), or
+    /// resident pages alone (as cgroup v1 counts, where the kernel does not charge its pool).
+    #[arg(long, default_value = "resident+pool", value_parser = ["resident+pool", "resident"])]
+    pub budget_covers: String,
+    /// Victim selection: clock (second chance for faulted and refaulted pages) or fifo.
+    #[arg(long, default_value = "clock", value_parser = ["clock", "fifo"])]
+    pub victim: String,
+    /// The program and its arguments.
+    #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
+    pub cmd: Vec<OsString>,
+}
+
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(format!("unknown size suffix in {s:?} (K, M, G or T)")),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("not a size: {s:?} (bytes, or a number with K, M, G or T)"))?;
+    let v = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("size {s:?} overflows"))?;
+    if v < 1 << 20 {
+        return Err(format!("--memory-max {s} is below 1M"));
+    }
+    Ok(v)
+}
+
+/// Finds `name` the way execvp does.
+fn resolve(name: &OsString) -> Result<PathBuf> {
+    let p = Path::new(name);
+    if p.components().count() > 1 || name.to_string_lossy().contains('/') {
+        return Ok(p.to_path_buf());
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    for dir in std::env::split_paths(&path) {
+        let c = dir.join(p);
+        if let Ok(m) = std::fs::metadata(&c) {
+            if m.is_file() && m.permissions().mode() & 0o111 != 0 {
+                return Ok(c);
+            }
+        }
+    }
+    bail!("{}: command not found", name.to_string_lossy())
+}
+
+/// Why a program can't be managed, if it can't (checked before it starts).
+pub fn check_program(path: &Path) -> Result<()> {
+    check_program_depth(path, 0)
+}
+
+fn check_program_depth(path: &Path, depth: u32) -> Result<()> {
+    let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
+    let mode = meta.permissions().mode();
+    if mode & 0o6000 != 0 {
+        bail!(
+            "{} is set-user-ID or set-group-ID: the dynamic loader ignores LD_PRELOAD for it, \
+             so its memory can't be managed",
+            path.display()
+        );
+    }
+    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    if data.starts_with(b"#!") && depth < 4 {
+        let line = data[2..].split(|&b| b == b'\n').next().unwrap_or(&[]);
+        let line = String::from_utf8_lossy(line);
+        let mut parts = line.split_whitespace();
+        let interp = parts.next().unwrap_or("");
+        // `#!/usr/bin/env prog` runs prog from PATH.
+        let target = if interp.ends_with("/env") {
+            match parts.find(|a| !a.starts_with('-')) {
+                Some(p) => resolve(&OsString::from(p))?,
+                None => PathBuf::from(interp),
+            }
+        } else {
+            PathBuf::from(interp)
+        };
+        return check_program_depth(&target, depth + 1);
+    }
+    let elf = Elf::parse(&data).with_context(|| {
+        format!(
+            "{} is neither an ELF program nor a #! script",
+            path.display()
+        )
+    })?;
+    if !elf.has_interp {
+        bail!(
+            "{} is statically linked: LD_PRELOAD can't reach it, so its memory can't be managed",
+            path.display()
+        );
+    }
+    if elf.is_go {
+        bail!(
+            "{} is a Go program: the Go runtime maps memory with raw system calls and turns a \
+             SIGBUS in Go code into a panic, so its memory can't be managed",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+struct Elf {
+    has_interp: bool,
+    is_go: bool,
+}
+
+impl Elf {
+    fn parse(d: &[u8]) -> Option<Elf> {
+        if d.len() < 64 || &d[..4] != b"\x7fELF" || d[4] != 2 || d[5] != 1 {
+            return None;
+        }
+        let u16_at = |o: usize| d.get(o..o + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+        let u32_at = |o: usize| {
+            d.get(o..o + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        };
+        let u64_at = |o: usize| {
+            d.get(o..o + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().unwrap()))
+        };
+        let phoff = u64_at(0x20)? as usize;
+        let shoff = u64_at(0x28)? as usize;
+        let phentsize = u16_at(0x36)? as usize;
+        let phnum = u16_at(0x38)? as usize;
+        let shentsize = u16_at(0x3a)? as usize;
+        let shnum = u16_at(0x3c)? as usize;
+        let shstrndx = u16_at(0x3e)? as usize;
+        let mut has_interp = false;
+        for i in 0..phnum {
+            if u32_at(phoff + i * phentsize)? == 3 {
+                has_interp = true;
+            }
+        }
+        let mut is_go = false;
+        if shoff != 0 && shstrndx < shnum {
+            let strtab = u64_at(shoff + shstrndx * shentsize + 0x18)? as usize;
+            for i in 0..shnum {
+                let name = u32_at(shoff + i * shentsize)? as usize;
+                let n = d.get(strtab + name..)?;
+                let end = n.iter().position(|&b| b == 0).unwrap_or(0);
+                let n = &n[..end];
+                if n == b".go.buildinfo" || n == b".note.go.buildid" || n == b".gopclntab" {
+                    is_go = true;
+                }
+            }
+        }
+        Some(Elf { has_interp, is_go })
+    }
+}
+
+/// The preload library: `UZSWAP_PRELOAD_LIB`, or next to this executable (or one level up,
+/// for test binaries in target/*/deps).
+pub fn find_preload() -> Result<PathBuf> {
+    if let Some(p) = std::env::var_os("UZSWAP_PRELOAD_LIB") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().context("locating the uzswap executable")?;
+    let mut dir = exe.parent().map(Path::to_path_buf);
+    for _ in 0..2 {
+        let Some(d) = dir else { break };
+        let c = d.join("libuzswap_preload.so");
+        if c.is_file() {
+            return Ok(c);
+        }
+        dir = d.parent().map(Path::to_path_buf);
+    }
+    bail!(
+        "libuzswap_preload.so not found next to {} (build it with `cargo build -p uzswap-preload`, \
+         or set UZSWAP_PRELOAD_LIB)",
+        exe.display()
+    )
+}
+
+/// Can this process make a userfaultfd with the features the pager needs?
+fn check_userfaultfd() -> Result<()> {
+    match uzswap_pager::uffd::Uffd::new() {
+        Ok(u) if u.features() & uzswap_pager::uffd::FEATURE_MOVE != 0 => Ok(()),
+        Ok(_) => bail!("this kernel lacks UFFDIO_MOVE (Linux 6.8 or later is needed)"),
+        Err((what, e)) => bail!(
+            "{what} failed ({}): this kernel or sandbox does not allow userfaultfd",
+            std::io::Error::from_raw_os_error(e)
+        ),
+    }
+}
+
+struct SharedSegment {
+    fd: OwnedFd,
+    seg: &'static Segment,
+}
+
+fn create_segment(budget: u64, covers_pool: bool) -> Result<SharedSegment> {
+    // SAFETY: memfd_create with a NUL-terminated name; no CLOEXEC so the tree inherits it.
+    let fd = unsafe { libc::memfd_create(c"uzswap-run".as_ptr(), 0) };
+    if fd < 0 {
+        bail!("memfd_create: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: the fd is new and ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let f = std::fs::File::from(fd.try_clone()?);
+    f.set_len(SEGMENT_BYTES as u64)?;
+    let seg = uzswap_pager::shared::map_segment(Some(std::os::fd::AsRawFd::as_raw_fd(&fd)))
+        .map_err(|e| anyhow::anyhow!("mapping the segment: errno {e}"))?;
+    seg.init(budget, covers_pool);
+    Ok(SharedSegment { fd, seg })
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let code = run_inner(args)?;
+    std::process::exit(code)
+}
+
+fn run_inner(args: Args) -> Result<i32> {
+    // The same cache options as `uzswap replay`, checked here before anything starts; the
+    // pager in each process of the tree applies them (UZSWAP_PARAMS, `name=value,...`).
+    args.cache.to_params()?;
+    let params_env = args
+        .cache
+        .pairs()
+        .iter()
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let prog = resolve(&args.cmd[0])?;
+    check_program(&prog)?;
+    let preload = find_preload()?;
+    check_userfaultfd()?;
+    let covers_pool = args.budget_covers == "resident+pool";
+    let shm = create_segment(args.memory_max, covers_pool)?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&shm.fd);
+    let mut ld = preload.clone().into_os_string();
+    if let Some(old) = std::env::var_os("LD_PRELOAD") {
+        if !old.is_empty() {
+            ld.push(":");
+            ld.push(old);
+        }
+    }
+    let trace = match &args.record_trace {
+        Some(path) => Some(crate::cmd::run_trace::Recording::create(path)?),
+        None => None,
+    };
+    let mut cmd = std::process::Command::new(&args.cmd[0]);
+    cmd.args(&args.cmd[1..])
+        .env("LD_PRELOAD", ld)
+        .env("UZSWAP_SHM_FD", fd.to_string())
+        .env(
+            "UZSWAP_SHM_PATH",
+            format!("/proc/{}/fd/{fd}", std::process::id()),
+        )
+        .env("UZSWAP_MEMORY_MAX", args.memory_max.to_string())
+        .env("UZSWAP_PARAMS", params_env)
+        .env(
+            "UZSWAP_BUDGET_COVERS",
+            if covers_pool { "pool" } else { "resident" },
+        )
+        .env("UZSWAP_VICTIM", &args.victim)
+        .env("UZSWAP_STRICT", "1");
+    if let Some(t) = &trace {
+        cmd.env("UZSWAP_TRACE_DIR", &t.raw_dir)
+            .env("UZSWAP_TRACE_T0", uzswap_pager::sys::now_ns().to_string());
+    }
+    // SAFETY: pre_exec runs in the child between fork and exec: only restoring the default
+    // disposition of SIGPIPE (Rust ignores it), which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let start = Instant::now();
+    let child = cmd
+        .spawn()
+        .with_context(|| format!("starting {}", prog.display()))?;
+    let pid = child.id() as libc::pid_t;
+    // Like a shell, let the terminal's SIGINT/SIGQUIT reach the program only.
+    // SAFETY: ignoring two signals in this process; restored never (we exit after).
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+        libc::signal(libc::SIGQUIT, libc::SIG_IGN);
+    }
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is valid; wait4 fills both out-parameters.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waiting for our own child.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r == pid {
+            break;
+        }
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            bail!("wait4: {}", std::io::Error::last_os_error());
+        }
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let exit_status = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else if libc::WIFSIGNALED(status) {
+        128 + libc::WTERMSIG(status)
+    } else {
+        1
+    };
+    // RUSAGE_CHILDREN: the largest peak RSS of any waited-for process of the tree.
+    // SAFETY: as above.
+    let mut ruc: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: fills the struct.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ruc) };
+    let peak_rss = (ru.ru_maxrss.max(ruc.ru_maxrss) as u64) * 1024;
+    let report = build_report(
+        shm.seg,
+        exit_status,
+        elapsed,
+        peak_rss,
+        args.memory_max,
+        covers_pool,
+    );
+    if let Some(t) = trace {
+        let n = t.finish()?;
+        eprintln!(
+            "uzswap: recorded {n} events to {}",
+            args.record_trace.as_ref().unwrap().display()
+        );
+    }
+    match &args.report {
+        Some(path) => {
+            std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        None => eprint!("{}", summary(&report)),
+    }
+    Ok(exit_status)
+}
+
+fn build_report(
+    seg: &Segment,
+    exit_status: i32,
+    elapsed: f64,
+    peak_rss: u64,
+    budget: u64,
+    covers_pool: bool,
+) -> serde_json::Value {
+    let mut counters = serde_json::Map::new();
+    for (k, v) in seg.counters() {
+        counters.insert(k, v.into());
+    }
+    let l = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+    serde_json::json!({
+        "exit_status": exit_status,
+        "elapsed_s": elapsed,
+        "peak_rss_bytes": peak_rss,
+        "counters": counters,
+        "faults": {
+            "count": l(&seg.faults),
+            "p50_us": seg.quantile_us(0.5),
+            "p99_us": seg.quantile_us(0.99),
+            "from_pool": l(&seg.faults_from_pool),
+            "from_swapfile": l(&seg.faults_from_swapfile),
+            "zero": l(&seg.faults_zero),
+        },
+        "budget": {
+            "memory_max_bytes": budget,
+            "covers": if covers_pool { "resident+pool" } else { "resident" },
+            "peak_charged_bytes": l(&seg.peak_charged_pages) * 4096,
+            "over_budget_events": l(&seg.over_budget),
+        },
+        "pager": {
+            "evictions": l(&seg.evictions),
+            "evictions_skipped_busy": l(&seg.evict_busy),
+            "refaults": l(&seg.refaults),
+            "refaults_within_resident": l(&seg.refaults_near),
+            "zero_fault_around_pages": l(&seg.fault_around_pages),
+            "pinned_syscalls": l(&seg.pinned_calls),
+            "unmanageable_mappings": l(&seg.unmanageable),
+        },
+    })
+}
+
+fn summary(r: &serde_json::Value) -> String {
+    let f = &r["faults"];
+    let c = &r["counters"];
+    let g = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    format!(
+        "uzswap run: exit status {}, {:.2} s, peak RSS {:.1} MiB (budget {:.1} MiB, peak charged {:.1} MiB)\n\
+         faults {} (pool {}, swap file {}, zero {}), p50 {:.1} us, p99 {:.1} us\n\
+         zswpout {}, zswpin {}, zswpwb {}, pswpout {}, pswpin {}, evictions {}\n",
+        r["exit_status"],
+        r["elapsed_s"].as_f64().unwrap_or(0.0),
+        g(&r["peak_rss_bytes"]) as f64 / 1048576.0,
+        g(&r["budget"]["memory_max_bytes"]) as f64 / 1048576.0,
+        g(&r["budget"]["peak_charged_bytes"]) as f64 / 1048576.0,
+        g(&f["count"]),
+        g(&f["from_pool"]),
+        g(&f["from_swapfile"]),
+        g(&f["zero"]),
+        f["p50_us"].as_f64().unwrap_or(0.0),
+        f["p99_us"].as_f64().unwrap_or(0.0),
+        g(&c["zswpout"]),
+        g(&c["zswpin"]),
+        g(&c["zswpwb"]),
+        g(&c["pswpout"]),
+        g(&c["pswpin"]),
+        g(&r["pager"]["evictions"]),
+    )
+}

@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+//! `uzswap run --record-trace FILE`: turns the pager's raw event log into a trace in replay's
+//! format (docs/trace-format.md), with the evicted pages' contents in the page file
+//! `FILE.pages` (docs/page-file-format.md).
+//!
+//! What the trace holds is what the pager sees: faults (first touches and refaults, read or
+//! write from the fault's error code), frees (munmap, MADV_DONTNEED) and, for contents, the
+//! page as it was when evicted. Accesses to resident pages raise no fault and are not in it.
+//! A written page's content is the one it had at its next eviction (zero if it was never
+//! evicted again). Each process of the tree is one cgroup (`pid-N`), as the format numbers
+//! pages per address space; page numbers are virtual addresses / 4096.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use uzswap_pager::record::{Raw, EVICT, FREE, RAW_BYTES, READ, WRITE};
+use uzswap_trace::{Content, Format, Header, PageSource, TraceWriter};
+
+pub struct Recording {
+    pub raw_dir: PathBuf,
+    out: PathBuf,
+}
+
+impl Recording {
+    pub fn create(out: &Path) -> Result<Recording> {
+        let mut raw_dir = out.as_os_str().to_owned();
+        raw_dir.push(".raw.d");
+        let raw_dir = PathBuf::from(raw_dir);
+        std::fs::create_dir_all(&raw_dir)
+            .with_context(|| format!("creating {}", raw_dir.display()))?;
+        for f in ["events.raw", "pages.raw"] {
+            let _ = std::fs::remove_file(raw_dir.join(f));
+        }
+        Ok(Recording {
+            raw_dir,
+            out: out.to_path_buf(),
+        })
+    }
+
+    /// Converts the raw log; returns the number of events written.
+    pub fn finish(self) -> Result<u64> {
+        let events = std::fs::read(self.raw_dir.join("events.raw")).unwrap_or_default();
+        let recs: Vec<Raw> = events
+            .chunks_exact(RAW_BYTES)
+            .map(Raw::from_bytes)
+            .collect();
+        let pages_path = {
+            let mut p = self.out.as_os_str().to_owned();
+            p.push(".pages");
+            PathBuf::from(p)
+        };
+        // The page file: header page, then the pages the pager wrote at 4096 * (1 + i).
+        let raw_pages = self.raw_dir.join("pages.raw");
+        let n_pages = std::fs::metadata(&raw_pages)
+            .map(|m| m.len().saturating_sub(4096) / 4096)
+            .unwrap_or(0);
+        {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(false)
+                .write(true)
+                .truncate(false)
+                .open(&raw_pages)?;
+            f.set_len(4096 * (1 + n_pages))?;
+            let mut h = vec![0u8; 4096];
+            h[..8].copy_from_slice(b"UZSWAPPG");
+            h[8..12].copy_from_slice(&1u32.to_le_bytes());
+            h[12..16].copy_from_slice(&4096u32.to_le_bytes());
+            h[16..24].copy_from_slice(&n_pages.to_le_bytes());
+            let src = b"uzswap run --record-trace: evicted pages";
+            h[24..28].copy_from_slice(&(src.len() as u32).to_le_bytes());
+            h[32..32 + src.len()].copy_from_slice(src);
+            f.write_all_at(&h, 0)?;
+        }
+        std::fs::rename(&raw_pages, &pages_path)
+            .with_context(|| format!("writing {}", pages_path.display()))?;
+
+        // Each write's content: the page's next eviction.
+        let mut evicts: HashMap<(u32, u64), VecDeque<u32>> = HashMap::new();
+        for r in recs.iter().filter(|r| r.kind == EVICT) {
+            evicts.entry((r.pid, r.page)).or_default().push_back(r.arg);
+        }
+        let out = std::fs::File::create(&self.out)
+            .with_context(|| format!("writing {}", self.out.display()))?;
+        let header = Header {
+            pages: PageSource::File(pages_path.clone()),
+            meta: vec![("recorder".into(), "uzswap run".into())],
+        };
+        let mut w = TraceWriter::new(BufWriter::new(out), Format::Binary, &header)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut cgs: HashMap<u32, u32> = HashMap::new();
+        let mut last_t = 0u64;
+        for r in &recs {
+            let t = r.time_ns.max(last_t);
+            last_t = t;
+            let cg = match cgs.get(&r.pid) {
+                Some(&c) => c,
+                None => {
+                    let c = w
+                        .cgroup(&format!("pid-{}", r.pid), 0, Some(t))
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    cgs.insert(r.pid, c);
+                    c
+                }
+            };
+            let res = match r.kind {
+                READ => w.read(cg, r.page, Some(t)),
+                WRITE => {
+                    let c = evicts
+                        .get(&(r.pid, r.page))
+                        .and_then(|q| q.front().copied())
+                        .map(Content::Page)
+                        .unwrap_or(Content::Zero);
+                    w.write(cg, r.page, c, Some(t))
+                }
+                EVICT => {
+                    if let Some(q) = evicts.get_mut(&(r.pid, r.page)) {
+                        q.pop_front();
+                    }
+                    Ok(())
+                }
+                FREE => w.free(cg, r.page, u64::from(r.arg), Some(t)),
+                _ => Ok(()),
+            };
+            res.map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        let n = w.events_written();
+        let mut inner = w.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
+        inner.flush()?;
+        let _ = std::fs::remove_file(self.raw_dir.join("events.raw"));
+        let _ = std::fs::remove_dir(&self.raw_dir);
+        Ok(n)
+    }
+}

@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: MIT
+//! `uzswap replay` end to end: the JSON layout of issue #12, `--compare`, `--timeline` and
+//! `--plot`, a saved trace replaying like the workload it came from, clear errors, and (with
+//! UZSWAP_KERNEL_TESTS=1) the live kernel comparison restoring every setting.
+
+use std::io::Write as _; // skip notices bypass the test harness's output capture
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn uzswap(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_uzswap"))
+        .args(args)
+        .output()
+        .expect("run uzswap")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("uzswap-replay-cli-{}-{name}", std::process::id()))
+}
+
+/// A raw page dump of real bytes: the uzswap binary's first 2048 pages.
+fn corpus() -> PathBuf {
+    let p = tmp("corpus.pages");
+    if !p.exists() {
+        let exe = std::fs::read(env!("CARGO_BIN_EXE_uzswap")).unwrap();
+        let n = (exe.len() / 4096).min(2048) * 4096;
+        std::fs::write(&p, &exe[..n]).unwrap();
+    }
+    p
+}
+
+fn ok_json(args: &[&str]) -> serde_json::Value {
+    let o = uzswap(args);
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("one JSON document")
+}
+
+#[test]
+fn json_report_has_the_issue_layout() {
+    let c = corpus();
+    let v = ok_json(&[
+        "replay",
+        "--workload",
+        "zipf",
+        "--memory-max",
+        "4M",
+        "--cgroup",
+        "v1",
+        "--corpus",
+        c.to_str().unwrap(),
+        "--compressor",
+        "lzo-rle",
+        "--json",
+    ]);
+    for k in [
+        "workload",
+        "elapsed_s",
+        "engine_s",
+        "cache_s",
+        "counters",
+        "cgroups",
+        "classes",
+    ] {
+        assert!(v.get(k).is_some(), "missing {k}");
+    }
+    assert_eq!(v["workload"], "zipf");
+    for k in [
+        "pool_limit_hit",
+        "written_back_pages",
+        "stored_pages",
+        "pool_total_size",
+        "zswpin",
+        "zswpout",
+        "zswpwb",
+        "pswpin",
+        "pswpout",
+        "reject_compress_poor",
+    ] {
+        assert!(v["counters"][k].is_u64(), "counter {k}");
+    }
+    assert!(v["counters"]["zswpout"].as_u64().unwrap() > 0);
+    let cg = &v["cgroups"][0];
+    assert_eq!(cg["name"], "zipf");
+    assert!(cg["elapsed_s"].is_f64());
+    assert!(cg["counters"]["zswpin"].is_u64());
+    assert!(v["classes"].as_array().unwrap().len() > 50);
+}
+
+#[test]
+fn compare_timeline_plot_and_saved_traces() {
+    let c = corpus();
+    let cs = c.to_str().unwrap();
+    let o = uzswap(&[
+        "replay",
+        "--workload",
+        "build",
+        "--memory-max",
+        "4M",
+        "--cgroup",
+        "v1",
+        "--corpus",
+        cs,
+        "--compare",
+        "--chain-size 4",
+        "--chain-size 16",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        t.contains("--chain-size 4") && t.contains("--chain-size 16"),
+        "{t}"
+    );
+    assert!(
+        t.contains("stored_pages") && t.contains("huge_pages_used"),
+        "{t}"
+    );
+    // Timeline and plot.
+    let (csv, svg) = (tmp("t.csv"), tmp("t.svg"));
+    let o = uzswap(&[
+        "replay",
+        "--workload",
+        "scan",
+        "--memory-max",
+        "4M",
+        "--cgroup",
+        "v1",
+        "--corpus",
+        cs,
+        "--timeline",
+        csv.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert!(rows.starts_with("events,t_s,pool_total_size,stored_pages,written_back_pages"));
+    assert!(rows.lines().count() > 10);
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<polyline"));
+    // A saved trace replays exactly like the workload it was saved from.
+    let tr = tmp("w.txt");
+    let o = uzswap(&[
+        "replay",
+        "--workload",
+        "zipf",
+        "--memory-max",
+        "4M",
+        "--cgroup",
+        "v1",
+        "--corpus",
+        cs,
+        "--seed",
+        "5",
+        "--save-trace",
+        tr.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let a = ok_json(&[
+        "replay",
+        "--workload",
+        "zipf",
+        "--memory-max",
+        "4M",
+        "--cgroup",
+        "v1",
+        "--corpus",
+        cs,
+        "--seed",
+        "5",
+        "--json",
+    ]);
+    let b = ok_json(&[
+        "replay",
+        "--trace",
+        tr.to_str().unwrap(),
+        "--cgroup",
+        "v1",
+        "--corpus",
+        cs,
+        "--json",
+    ]);
+    for k in ["zswpin", "zswpout", "stored_pages", "pgmajfault", "swap_ra"] {
+        assert_eq!(a["counters"][k], b["counters"][k], "{k}");
+    }
+    for p in [csv, svg, tr] {
+        std::fs::remove_file(p).ok();
+    }
+}
+
+#[test]
+fn errors_are_clear() {
+    let c = corpus();
+    let cs = c.to_str().unwrap();
+    let err = |args: &[&str]| {
+        let o = uzswap(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let e = err(&["replay", "--workload", "nosuch", "--corpus", cs]);
+    assert!(e.contains("build, zipf, scan, active-vs-background"), "{e}");
+    for (flag, v) in [("--zero-pages", "entry"), ("--lru", "per-pool")] {
+        let e = err(&["replay", "--workload", "zipf", "--corpus", cs, flag, v]);
+        assert!(e.contains("not implemented yet"), "{e}");
+    }
+    let bad = tmp("bad.trace");
+    std::fs::write(&bad, "uzswap-trace 1\ncgroup a\nw a 1 1\nfree a x\n").unwrap();
+    let e = err(&["replay", "--trace", bad.to_str().unwrap(), "--corpus", cs]);
+    assert!(e.contains(":4: page \"x\": not a number"), "{e}");
+    std::fs::remove_file(bad).ok();
+}
+
+fn zswap_params() -> String {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/sys/module/zswap/parameters").unwrap() {
+        let e = e.unwrap();
+        v.push(format!(
+            "{}={}",
+            e.file_name().to_string_lossy(),
+            std::fs::read_to_string(e.path()).unwrap().trim()
+        ));
+    }
+    v.sort();
+    v.join(" ")
+}
+
+fn leftover_cgroups() -> Vec<String> {
+    std::fs::read_dir("/sys/fs/cgroup/memory")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("uzswap-replay-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The live kernel runs the same accesses: counters within tolerance of ours on a small zipf
+/// run, and every setting back as it was (zswap parameters, swaps, cgroups).
+#[test]
+fn kernel_comparison_restores_every_setting() {
+    if !uzswap_kernel::kernel_tests_enabled() {
+        writeln!(
+            std::io::stderr(),
+            "SKIPPED: kernel_comparison_restores_every_setting: set UZSWAP_KERNEL_TESTS=1"
+        )
+        .ok();
+        return;
+    }
+    if let Some(why) = uzswap_replay::kernel::unavailable() {
+        writeln!(std::io::stderr(), "SKIPPED: live kernel comparison: {why}").ok();
+        return;
+    }
+    // The replay takes the kernel-test lock itself; read the settings under it too.
+    let before = {
+        let _l = uzswap_kernel::KernelLock::acquire().unwrap();
+        (
+            zswap_params(),
+            std::fs::read_to_string("/proc/swaps").unwrap(),
+        )
+    };
+    let c = corpus();
+    let v = ok_json(&[
+        "replay",
+        "--workload",
+        "zipf",
+        "--memory-max",
+        "8M",
+        "--corpus",
+        c.to_str().unwrap(),
+        "--kernel",
+        "--json",
+    ]);
+    let after = {
+        let _l = uzswap_kernel::KernelLock::acquire().unwrap();
+        (
+            zswap_params(),
+            std::fs::read_to_string("/proc/swaps").unwrap(),
+        )
+    };
+    assert_eq!(before, after, "zswap parameters and swaps restored");
+    assert!(leftover_cgroups().is_empty(), "{:?}", leftover_cgroups());
+    let k = &v["kernel"];
+    assert_eq!(k["compressor"], "lzo-rle");
+    for name in ["zswpout", "stored_pages", "zswpin"] {
+        let r = k["ratio"][name].as_f64().unwrap_or(0.0);
+        assert!((0.7..1.3).contains(&r), "{name}: ours/kernel {r}");
+    }
+}

@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: MIT
+//! `uzswap run` end to end: real programs (C compiled here with the system cc, python3) run
+//! with and without the pager must give identical results, under budgets small enough that
+//! their memory is paged out and faulted back many times. These need userfaultfd; where this
+//! process can't create one they print `SKIPPED: reason` and pass.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn uzswap() -> &'static str {
+    env!("CARGO_BIN_EXE_uzswap")
+}
+
+/// The preload library next to the binary (built here if this test run did not build it).
+fn ensure_preload() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let dir = Path::new(uzswap()).parent().unwrap();
+        if dir.join("libuzswap_preload.so").is_file() {
+            return;
+        }
+        let release = dir.file_name().is_some_and(|n| n == "release");
+        let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        c.args(["build", "-p", "uzswap-preload"]);
+        if release {
+            c.arg("--release");
+        }
+        let target = dir.parent().unwrap();
+        c.env("CARGO_TARGET_DIR", target);
+        assert!(c.status().unwrap().success(), "building uzswap-preload");
+    });
+}
+
+/// Can we make a userfaultfd here? (Otherwise the tests skip.)
+fn uffd_ok() -> bool {
+    match uzswap_pager::uffd::Uffd::new() {
+        Ok(_) => true,
+        Err((what, e)) => {
+            println!("SKIPPED: {what} failed with errno {e}: no userfaultfd in this environment");
+            false
+        }
+    }
+}
+
+fn workdir() -> PathBuf {
+    static D: OnceLock<PathBuf> = OnceLock::new();
+    D.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("uzswap-run-tests-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    })
+    .clone()
+}
+
+fn compile(name: &str, src: &str, flags: &[&str]) -> PathBuf {
+    let d = workdir();
+    let c = d.join(format!("{name}.c"));
+    let exe = d.join(name);
+    std::fs::write(&c, src).unwrap();
+    let st = Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .args(flags)
+        .status()
+        .expect("running cc");
+    assert!(st.success(), "cc {name}");
+    exe
+}
+
+fn run_under(budget: &str, report: &Path, cmd: &[&str]) -> Output {
+    ensure_preload();
+    Command::new(uzswap())
+        .args(["run", "--memory-max", budget, "--report"])
+        .arg(report)
+        .arg("--")
+        .args(cmd)
+        .output()
+        .unwrap()
+}
+
+fn report(p: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+}
+
+fn same_output(budget: &str, cmd: &[&str]) -> serde_json::Value {
+    let plain = Command::new(cmd[0]).args(&cmd[1..]).output().unwrap();
+    assert!(plain.status.success(), "plain run failed: {plain:?}");
+    let rep = workdir().join(format!("report-{}.json", cmd.join("_").replace('/', "_")));
+    let out = run_under(budget, &rep, cmd);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&plain.stdout),
+        "stdout differs under uzswap run; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "uzswap run failed: {out:?}");
+    let r = report(&rep);
+    for k in [
+        "exit_status",
+        "elapsed_s",
+        "peak_rss_bytes",
+        "counters",
+        "faults",
+    ] {
+        assert!(r.get(k).is_some(), "report lacks {k}: {r}");
+    }
+    for k in [
+        "count",
+        "p50_us",
+        "p99_us",
+        "from_pool",
+        "from_swapfile",
+        "zero",
+    ] {
+        assert!(r["faults"].get(k).is_some(), "faults lack {k}");
+    }
+    r
+}
+
+const FILL: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+int main(int argc, char **argv) {
+    size_t n = (size_t)atoi(argv[1]) << 20;
+    unsigned char *p = malloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 7 + (i >> 12) * 3);
+    uint64_t sum = 0;
+    for (int round = 0; round < 3; round++)
+        for (size_t i = round; i < n; i += 4093) sum = sum * 31 + p[i];
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (unsigned char)(i * 7 + (i >> 12) * 3)) { printf("MISMATCH %zu\n", i); return 1; }
+    /* an anonymous mapping of its own, and a read(2) into paged-out memory */
+    unsigned char *m = mmap_anon(n);
+    printf("sum %llu\n", (unsigned long long)sum);
+    return 0;
+}
+"#;
+
+#[test]
+fn c_program_identical_under_budget() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = FILL.replace(
+        "unsigned char *m = mmap_anon(n);",
+        "unsigned char *m = mmap(0, n, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);\n\
+         for (size_t i = 0; i < n; i++) m[i] = (unsigned char)(i ^ (i >> 9));\n\
+         FILE *f = fopen(\"/proc/self/exe\", \"r\"); size_t got = fread(m, 1, n, f); fclose(f);\n\
+         int fd = open(\"/proc/self/exe\", O_RDONLY); ssize_t r2 = read(fd, m + n / 2, 65536); close(fd);\n\
+         for (size_t i = n / 2 + 65536; i < n; i++) if (m[i] != (unsigned char)(i ^ (i >> 9))) { printf(\"MAP MISMATCH\\n\"); return 1; }\n\
+         printf(\"read %zu %zd\\n\", got > 0, r2);",
+    );
+    let src = format!("#include <sys/mman.h>\n#include <fcntl.h>\n#include <unistd.h>\n{src}");
+    let exe = compile("fill", &src, &[]);
+    let r = same_output("8M", &[exe.to_str().unwrap(), "40"]);
+    assert!(r["faults"]["count"].as_u64().unwrap() > 1000, "{r}");
+    assert!(r["counters"]["zswpout"].as_u64().unwrap() > 1000, "{r}");
+    let charged = r["budget"]["peak_charged_bytes"].as_u64().unwrap();
+    // Overshoot bound: one pinned 1 MiB I/O piece, a reclaim batch and a fault-around window.
+    assert!(charged <= (8 << 20) + (2 << 20), "peak charged {charged}");
+    // VmHWM: SIZE plus the fixed overhead (program, libraries, the pager's own memory);
+    // measured at about 6 MiB for a C program (docs/pager.md).
+    let rss = r["peak_rss_bytes"].as_u64().unwrap();
+    assert!(rss <= (8 << 20) + (12 << 20), "peak RSS {rss}");
+}
+
+const THREADS: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#define T 8
+#define PER (2u << 20)
+static uint64_t *buf;
+static const uint64_t *table;
+static int bad;
+static void *work(void *arg) {
+    long t = (long)arg;
+    uint64_t *mine = buf + t * (PER / 8);
+    for (uint64_t round = 1; round <= 12; round++) {
+        /* every page written while other threads fault and the budget evicts */
+        for (size_t i = 0; i < PER / 8; i += 64) mine[i] = (round << 32) | (t << 24) | i;
+        for (size_t i = 0; i < PER / 8; i += 64)
+            if (mine[i] != ((round << 32) | (t << 24) | i)) __atomic_store_n(&bad, 1, __ATOMIC_SEQ_CST);
+        /* all threads read the same pages: concurrent faults on one page */
+        uint64_t s = 0;
+        for (size_t i = 0; i < (4u << 20) / 8; i += 512) s += table[i] - i * 3;
+        if (s != 0) __atomic_store_n(&bad, 2, __ATOMIC_SEQ_CST);
+    }
+    return 0;
+}
+int main(void) {
+    buf = malloc((size_t)T * PER);
+    uint64_t *tb = malloc(4u << 20);
+    for (size_t i = 0; i < (4u << 20) / 8; i++) tb[i] = i * 3;
+    table = tb;
+    pthread_t th[T];
+    for (long t = 0; t < T; t++) pthread_create(&th[t], 0, work, (void *)t);
+    for (int t = 0; t < T; t++) pthread_join(th[t], 0);
+    printf("bad=%d\n", bad);
+    return bad;
+}
+"#;
+
+#[test]
+fn threads_fault_concurrently_and_no_write_is_lost_to_eviction() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("threads", THREADS, &[]);
+    let r = same_output("6M", &[exe.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 2000, "{r}");
+}
+
+const FORK_EXEC: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
+static int check(unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i += 512) if (p[i] != (unsigned char)(i * 13 + (i >> 12))) return 0;
+    return 1;
+}
+int main(void) {
+    size_t n = 24u << 20;
+    unsigned char *p = malloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 13 + (i >> 12));
+    char *arg = malloc(64); strcpy(arg, "exec-arg-from-the-heap");
+    for (size_t i = 0; i < n; i += 4096) p[i] = p[i]; /* push arg's page out */
+    pid_t c = fork();
+    if (c == 0) {
+        int ok = check(p, n);
+        for (size_t i = 0; i < n; i += 4096) p[i] ^= 0xff;   /* child's own copies */
+        for (size_t i = 0; i < n; i += 4096) p[i] ^= 0xff;
+        ok &= check(p, n);
+        printf("child %d\n", ok); fflush(stdout);
+        _exit(ok ? 0 : 1);
+    }
+    int st; waitpid(c, &st, 0);
+    printf("parent %d child %d\n", check(p, n), WEXITSTATUS(st)); fflush(stdout);
+    pid_t e = fork();
+    if (e == 0) { char *av[] = {"/bin/echo", arg, 0}; execv(av[0], av); _exit(99); }
+    waitpid(e, &st, 0);
+    printf("exec %d\n", WEXITSTATUS(st));
+    return 0;
+}
+"#;
+
+#[test]
+fn fork_child_reads_what_the_parent_paged_out_and_exec_gets_its_arguments() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("forkexec", FORK_EXEC, &[]);
+    let r = same_output("8M", &[exe.to_str().unwrap()]);
+    assert!(
+        r["faults"]["from_pool"].as_u64().unwrap() + r["faults"]["from_swapfile"].as_u64().unwrap()
+            > 1000
+    );
+}
+
+const PY: &str = r#"
+import hashlib, multiprocessing, subprocess, sys
+data = [bytes([i % 251]) * 700 + str(i).encode() for i in range(12000)]
+h = hashlib.sha256(b"".join(data)).hexdigest()[:16]
+out = subprocess.run([sys.executable, "-c", "print(sum(range(10**5)))"], capture_output=True, text=True).stdout.strip()
+def work(k):
+    return hashlib.sha256(b"".join(data[k::4])).hexdigest()[:12]
+with multiprocessing.get_context("fork").Pool(2) as pool:
+    parts = pool.map(work, range(4))
+print(h, out, parts)
+"#;
+
+#[test]
+fn python_subprocess_and_multiprocessing() {
+    if !uffd_ok() {
+        return;
+    }
+    let py = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    let Some(py) = py else {
+        println!("SKIPPED: no python3");
+        return;
+    };
+    let script = workdir().join("mp.py");
+    std::fs::write(&script, PY).unwrap();
+    let r = same_output("24M", &[py, script.to_str().unwrap()]);
+    assert!(r["faults"]["count"].as_u64().unwrap() > 100, "{r}");
+}
+
+const SIGBUS_OWN: &str = r#"
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static sigjmp_buf jb;
+static void on_bus(int s, siginfo_t *si, void *c) { siglongjmp(jb, 1); }
+int main(void) {
+    struct sigaction sa = {0};
+    sa.sa_sigaction = on_bus; sa.sa_flags = SA_SIGINFO;
+    sigfillset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, 0);
+    sigset_t all; sigfillset(&all); sigprocmask(SIG_BLOCK, &all, 0);   /* SIGBUS stays deliverable */
+    sigprocmask(SIG_UNBLOCK, &all, 0);
+    char *big = malloc(32u << 20);
+    for (size_t i = 0; i < (32u << 20); i++) big[i] = (char)i;
+    FILE *f = tmpfile();
+    char *m = mmap(0, 4096, PROT_READ, MAP_SHARED, fileno(f), 0);   /* beyond EOF: a real SIGBUS */
+    int caught = 0;
+    if (sigsetjmp(jb, 1) == 0) { volatile char x = m[0]; (void)x; } else caught = 1;
+    long s = 0; for (size_t i = 0; i < (32u << 20); i += 4096) s += big[i];
+    printf("caught %d sum %ld\n", caught, s);
+    return 0;
+}
+"#;
+
+#[test]
+fn programs_own_sigbus_handler_still_gets_faults_that_are_not_the_pagers() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("sigbus_own", SIGBUS_OWN, &[]);
+    let r = same_output("8M", &[exe.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn exit_status_and_signals_come_back_as_a_shell_reports_them() {
+    if !uffd_ok() {
+        return;
+    }
+    let rep = workdir().join("status.json");
+    let out = run_under("8M", &rep, &["/bin/sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(report(&rep)["exit_status"], 7);
+    let out = run_under("8M", &rep, &["/bin/sh", "-c", "kill -TERM $$"]);
+    assert_eq!(out.status.code(), Some(128 + 15));
+    assert_eq!(report(&rep)["exit_status"], 143);
+    // Without --report, a readable summary on stderr.
+    ensure_preload();
+    let out = Command::new(uzswap())
+        .args(["run", "--memory-max", "8M", "--", "/bin/true"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("uzswap run: exit status 0") && err.contains("faults"),
+        "{err}"
+    );
+}
+
+#[test]
+fn unmanageable_programs_are_refused_before_they_start() {
+    ensure_preload();
+    let hello = "#include <stdio.h>\nint main(void){puts(\"hi\");return 0;}\n";
+    let run = |exe: &Path| {
+        Command::new(uzswap())
+            .args(["run", "--memory-max", "8M", "--"])
+            .arg(exe)
+            .output()
+            .unwrap()
+    };
+    // statically linked
+    let st = compile("static_hello", hello, &["-static"]);
+    let out = run(&st);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("statically linked"),
+        "{out:?}"
+    );
+    assert!(out.stdout.is_empty(), "the program must not start");
+    // set-user-ID
+    let su = compile("setuid_hello", hello, &[]);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&su, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let out = run(&su);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("set-user-ID"),
+        "{out:?}"
+    );
+    // a Go program (recognised by the Go toolchain's ELF sections)
+    let go = compile("go_hello", hello, &[]);
+    let note = workdir().join("buildinfo");
+    std::fs::write(&note, b"\xff Go buildinf:").unwrap();
+    let st = Command::new("objcopy")
+        .arg(format!("--add-section=.go.buildinfo={}", note.display()))
+        .arg(&go)
+        .status();
+    if st.is_ok_and(|s| s.success()) {
+        let out = run(&go);
+        assert_eq!(out.status.code(), Some(1));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Go program"),
+            "{out:?}"
+        );
+    } else {
+        println!("SKIPPED: no objcopy to build a Go-like ELF");
+    }
+}
+
+#[test]
+fn record_trace_writes_a_replayable_trace() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile(
+        "fill_small",
+        &FILL.replace("unsigned char *m = mmap_anon(n);", ""),
+        &[],
+    );
+    let trace = workdir().join("run.trace");
+    ensure_preload();
+    let out = Command::new(uzswap())
+        .args(["run", "--memory-max", "4M", "--record-trace"])
+        .arg(&trace)
+        .arg("--")
+        .arg(&exe)
+        .arg("12")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut r = uzswap_trace::TraceReader::open(&trace).unwrap();
+    let (mut reads, mut writes) = (0, 0);
+    while let Some(rec) = r.next_event().unwrap() {
+        match rec.event {
+            uzswap_trace::Event::Read { .. } => reads += 1,
+            uzswap_trace::Event::Write { .. } => writes += 1,
+            _ => {}
+        }
+    }
+    assert!(reads + writes > 1000, "reads {reads} writes {writes}");
+    let mut pages = trace.clone().into_os_string();
+    pages.push(".pages");
+    assert!(std::fs::metadata(&pages).unwrap().len() > 4096);
+}
+
+fn find_tool(names: &[&str]) -> Option<String> {
+    let path = std::env::var_os("PATH")?;
+    for n in names {
+        for d in std::env::split_paths(&path) {
+            let c = d.join(n);
+            // pyenv-style shims are scripts that run many processes; prefer real binaries.
+            if c.is_file() && !c.to_string_lossy().contains("shims") {
+                return Some(c.to_string_lossy().into_owned());
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn real_applications_sqlite_through_python_and_node() {
+    if !uffd_ok() {
+        return;
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    match find_tool(&["python3"]) {
+        Some(py) => {
+            let script = dir.join("run_sqlite.py");
+            let r = same_output("16M", &[&py, script.to_str().unwrap()]);
+            assert!(r["pager"]["evictions"].as_u64().unwrap() > 100, "{r}");
+        }
+        None => println!("SKIPPED: no python3"),
+    }
+    match find_tool(&["node", "nodejs"]) {
+        Some(node) => {
+            let script = dir.join("run_node.js");
+            let r = same_output("32M", &[&node, script.to_str().unwrap()]);
+            assert!(r["faults"]["count"].as_u64().unwrap() > 100, "{r}");
+        }
+        None => println!("SKIPPED: no node"),
+    }
+}

@@ -1,0 +1,169 @@
+// SPDX-License-Identifier: MIT
+//! The fault path: `do_anonymous_page` (zero page on read, a new page on write),
+//! `do_swap_page` (swap-cache hit, or swap-in with cluster readahead through
+//! `__read_swap_cache_async`), and what happens to the slot after mapping.
+
+use crate::page::{f, NIL};
+use crate::{Error, Fault, Front, MemCg, Mm, PageId, ReadIn};
+
+impl Mm {
+    pub(crate) fn fault<F: Front>(
+        &mut self,
+        id: u32,
+        write: bool,
+        front: &mut F,
+    ) -> Result<Fault, Error> {
+        let p = *self.pages.get(id);
+        if !write && p.has(f::ZERO_MAPPED) {
+            self.pages.get_mut(id).set(f::YOUNG);
+            return Ok(Fault::None);
+        }
+        let cg = p.cg;
+        self.st.pgfault += 1;
+        self.cgs[cg as usize].ev.pgfault += 1;
+        if p.has(f::PRESENT) {
+            return Ok(self.swapcache_hit(id, write, front));
+        }
+        if p.slot == 0 {
+            if !write {
+                self.pages.get_mut(id).set(f::ZERO_MAPPED | f::YOUNG);
+                return Ok(Fault::ZeroMap);
+            }
+            self.try_charge(cg, 1, front)?;
+            let pg = self.pages.get_mut(id);
+            pg.clear(f::ZERO_MAPPED);
+            pg.set(f::PRESENT | f::MAPPED | f::YOUNG | f::DIRTY);
+            self.st.resident_pages += 1;
+            // A new anon folio starts on the inactive list ("mm: workingset: detect anon
+            // refaults" and "mm/vmscan: make active/inactive ratio as 1:1 for anon lru", 5.9).
+            self.lru_add(id, false, false);
+            return Ok(Fault::Anon);
+        }
+        self.st.pgmajfault += 1;
+        self.cgs[cg as usize].ev.pgmajfault += 1;
+        let how = self.swapin(id, p.slot, front)?;
+        self.map_swapped_in(id, write, front);
+        Ok(Fault::Major(how))
+    }
+
+    /// A fault on a page whose folio is still in the swap cache (readahead, or a page reclaim
+    /// unmapped but has not freed yet): map it; a readahead folio counts a readahead hit.
+    fn swapcache_hit<F: Front>(&mut self, id: u32, write: bool, front: &mut F) -> Fault {
+        if self.pages.get_mut(id).take(f::READAHEAD) {
+            self.st.swap_ra_hit += 1;
+            self.ra.hits += 1;
+        }
+        self.map_swapped_in(id, write, front);
+        Fault::SwapCache
+    }
+
+    /// Map a swap-cache folio, then `should_try_to_free_swap`: the slot is freed on a write
+    /// fault (the page is exclusive and about to be dirtied) or when swap is more than half
+    /// full; otherwise the folio keeps its slot and, if clean, can be dropped without I/O later.
+    fn map_swapped_in<F: Front>(&mut self, id: u32, write: bool, front: &mut F) {
+        let p = self.pages.get_mut(id);
+        p.set(f::MAPPED | f::YOUNG);
+        if write {
+            p.set(f::DIRTY);
+        }
+        if write || self.swap.full() {
+            self.free_swap_cache(id, front);
+        }
+    }
+
+    /// `folio_free_swap`: the present page gives up its slot and becomes dirty (its only copy
+    /// is now in memory).
+    pub(crate) fn free_swap_cache<F: Front>(&mut self, id: u32, front: &mut F) {
+        if self.pages.get(id).slot != 0 {
+            self.free_slot(id, front);
+            self.pages.get_mut(id).set(f::DIRTY);
+        }
+    }
+
+    /// `swapin_readahead` on a rotational device: read the aligned window of slots around the
+    /// fault, then make sure the faulting page itself is in (reclaim run by a readahead page's
+    /// charge may have taken it back out). Returns where the faulting page's data came from.
+    fn swapin<F: Front>(&mut self, id: u32, slot: u32, front: &mut F) -> Result<ReadIn, Error> {
+        let mut got = None;
+        if self.cfg.readahead {
+            let win = self.ra.window(slot, 1 << self.cfg.page_cluster);
+            if win > 1 {
+                let mask = win - 1;
+                let start = (slot & !mask).max(1);
+                let end = (slot | mask).min(self.swap.nr_slots() - 1);
+                for off in start..=end {
+                    if off == slot {
+                        got = self.read_slot(off, false, front)?;
+                    } else {
+                        // Readahead is best effort: a page that can't be charged or read is
+                        // simply not read ahead.
+                        let _ = self.read_slot(off, true, front);
+                    }
+                }
+            }
+        }
+        if !self.pages.get(id).has(f::PRESENT) {
+            let slot = self.pages.get(id).slot;
+            got = self.read_slot(slot, false, front)?;
+        }
+        got.ok_or_else(|| Error::Front(format!("swap-in of slot {slot}: the slot has no owner")))
+    }
+
+    /// `__read_swap_cache_async` + `swap_read_folio` for one slot: nothing if the slot is free
+    /// or its page already in memory; else charge the owner's cgroup (which may reclaim), run
+    /// `workingset_refault` with the slot's shadow, add the folio to the LRU (active if the
+    /// refault was recent) and read the data through the front.
+    fn read_slot<F: Front>(
+        &mut self,
+        off: u32,
+        readahead: bool,
+        front: &mut F,
+    ) -> Result<Option<ReadIn>, Error> {
+        let owner = self.swap.slots[off as usize].owner;
+        if owner == NIL || self.pages.get(owner).has(f::PRESENT) {
+            return Ok(None);
+        }
+        let cg = self.pages.get(owner).cg;
+        self.try_charge(cg, 1, front)?;
+        // Reclaim never frees the slot of a page that is out, nor reads pages in; checked
+        // anyway, since the charge ran front code.
+        if self.swap.slots[off as usize].owner != owner || self.pages.get(owner).has(f::PRESENT) {
+            self.uncharge(cg, 1);
+            return Ok(None);
+        }
+        let shadow = std::mem::take(&mut self.swap.slots[off as usize].shadow);
+        let active = shadow != 0 && self.refault(owner, shadow);
+        {
+            let p = self.pages.get_mut(owner);
+            p.clear(f::YOUNG | f::REFERENCED | f::MAPPED | f::ZERO_MAPPED | f::DIRTY);
+            p.set(f::PRESENT);
+            if readahead {
+                p.set(f::READAHEAD);
+            }
+        }
+        self.st.resident_pages += 1;
+        self.lru_add(owner, active, false);
+        match front.swap_in(PageId(owner), off, MemCg(cg)) {
+            Ok(how) => {
+                if how == ReadIn::Zswap {
+                    // zswap_load is exclusive: the entry is gone, the folio is the only copy.
+                    self.pages.get_mut(owner).set(f::DIRTY);
+                }
+                if readahead {
+                    self.st.swap_ra += 1;
+                }
+                Ok(Some(how))
+            }
+            Err(e) => {
+                // The folio never became uptodate: it is dropped again.
+                self.lru_del(owner);
+                let p = self.pages.get_mut(owner);
+                p.clear(f::PRESENT | f::READAHEAD | f::ACTIVE | f::WORKINGSET);
+                self.st.resident_pages -= 1;
+                self.uncharge(cg, 1);
+                self.swap.slots[off as usize].shadow = shadow;
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: MIT
+//! The logic behind the preload library's libc wrappers (the exported symbols themselves live
+//! in `uzswap-preload`). Every function here is called with the program's arguments and returns
+//! what the libc call would; the preload crate only forwards.
+//!
+//! What is covered (the EFAULT path, see docs/pager.md): buffers passed to `read`, `pread`,
+//! `readv`, `preadv`, `write`, `pwrite`, `writev`, `pwritev`, `recv`, `recvfrom`, `recvmsg`,
+//! `send`, `sendto`, `sendmsg`, `poll`, `ppoll`, `epoll_wait`, `getrandom`, `fread`, `fwrite`,
+//! and the argv/envp of the `exec` family and `posix_spawn` are made resident and pinned for
+//! the call. Anything else the kernel reads or writes in managed memory (futex words, a raw
+//! `syscall()`) can still meet an evicted page and get EFAULT.
+
+use std::sync::atomic::Ordering::Relaxed;
+
+use crate::sys::{self, InPager, SigBlock};
+
+/// Pins buffers for the length of a system call (unpins on drop).
+pub struct Pinned {
+    bufs: [(usize, usize); 8],
+    n: usize,
+    extra: Vec<(usize, usize)>,
+}
+
+impl Pinned {
+    pub const fn none() -> Pinned {
+        Pinned {
+            bufs: [(0, 0); 8],
+            n: 0,
+            extra: Vec::new(),
+        }
+    }
+
+    /// Pins `[addr, addr+len)` if it touches managed memory.
+    #[inline]
+    pub fn add(&mut self, addr: *const libc::c_void, len: usize) {
+        let Some(p) = crate::pager() else { return };
+        let a = addr as usize;
+        if sys::in_pager() || len == 0 || !p.maybe_managed(a, len) {
+            return;
+        }
+        if p.pin_range(a, len, true) {
+            if self.n < self.bufs.len() {
+                self.bufs[self.n] = (a, len);
+                self.n += 1;
+            } else {
+                let _b = SigBlock::new();
+                let _g = InPager::enter();
+                self.extra.push((a, len));
+            }
+        }
+    }
+
+    /// Pins every buffer of an iovec array (and the array itself).
+    ///
+    /// # Safety
+    /// `iov` must point to `cnt` iovecs (or be null).
+    pub unsafe fn add_iov(&mut self, iov: *const libc::iovec, cnt: i32) {
+        if iov.is_null() || cnt <= 0 {
+            return;
+        }
+        let bytes = cnt as usize * std::mem::size_of::<libc::iovec>();
+        self.add(iov.cast(), bytes);
+        for k in 0..cnt as usize {
+            // SAFETY: the caller's array of `cnt` iovecs, now resident.
+            let v = unsafe { *iov.add(k) };
+            self.add(v.iov_base, v.iov_len);
+        }
+    }
+
+    /// Pins a msghdr, its iovecs, its name and its control buffer.
+    ///
+    /// # Safety
+    /// `msg` must point to a valid msghdr (or be null).
+    pub unsafe fn add_msg(&mut self, msg: *const libc::msghdr) {
+        if msg.is_null() {
+            return;
+        }
+        self.add(msg.cast(), std::mem::size_of::<libc::msghdr>());
+        // SAFETY: valid msghdr per the caller, now resident.
+        let m = unsafe { *msg };
+        self.add(m.msg_name, m.msg_namelen as usize);
+        self.add(m.msg_control, m.msg_controllen);
+        // SAFETY: the msghdr's own iovec array.
+        unsafe { self.add_iov(m.msg_iov, m.msg_iovlen as i32) };
+    }
+
+    /// Pins a NULL-terminated array of C strings (argv, envp) and the strings.
+    ///
+    /// # Safety
+    /// `v` must be a valid NULL-terminated array of C strings (or null).
+    pub unsafe fn add_strv(&mut self, v: *const *const libc::c_char) {
+        if v.is_null() {
+            return;
+        }
+        let mut k = 0;
+        loop {
+            // Pin the slot before reading it.
+            // SAFETY: within the caller's array up to its NULL terminator.
+            let slot = unsafe { v.add(k) };
+            self.add(slot.cast(), std::mem::size_of::<usize>());
+            // SAFETY: as above.
+            let s = unsafe { *slot };
+            if s.is_null() {
+                break;
+            }
+            // SAFETY: a valid C string; strlen touches it in user mode (faults resolve).
+            let len = unsafe { libc::strlen(s) } + 1;
+            self.add(s.cast(), len);
+            k += 1;
+        }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if self.n == 0 && self.extra.is_empty() {
+            return;
+        }
+        let _e = sys::ErrnoGuard::new();
+        let Some(p) = crate::pager() else { return };
+        for &(a, l) in &self.bufs[..self.n] {
+            p.unpin_range(a, l);
+        }
+        if !self.extra.is_empty() {
+            let _b = SigBlock::new();
+            let _g = InPager::enter();
+            for (a, l) in std::mem::take(&mut self.extra) {
+                p.unpin_range(a, l);
+            }
+        }
+    }
+}
+
+/// Should a new mapping with these arguments be managed?
+pub fn wants(len: usize, flags: i32, fd: i32) -> bool {
+    let anon_private = flags & libc::MAP_ANONYMOUS != 0
+        && flags & libc::MAP_PRIVATE != 0
+        && flags & libc::MAP_SHARED == 0;
+    let excluded = libc::MAP_STACK | libc::MAP_GROWSDOWN | libc::MAP_HUGETLB;
+    anon_private && flags & excluded == 0 && fd == -1 && len >= 4096 && !sys::in_pager()
+}
+
+/// `mmap`: the real call, then management of fresh private anonymous memory.
+///
+/// # Safety
+/// As `mmap(2)`.
+pub unsafe fn mmap(addr: usize, len: usize, prot: i32, flags: i32, fd: i32, off: i64) -> usize {
+    let p = match crate::pager() {
+        Some(p) if !sys::in_pager() => p,
+        // SAFETY: forwarded.
+        _ => return to_ret(unsafe { sys::raw_mmap(addr, len, prot, flags, fd, off) }),
+    };
+    let _b = SigBlock::new();
+    // MAP_FIXED replaces what was there; MAP_FIXED_NOREPLACE fails instead (nothing to drop).
+    let guard = if flags & libc::MAP_FIXED != 0 && flags & libc::MAP_FIXED_NOREPLACE == 0 {
+        p.drop_range(addr, len, true)
+    } else {
+        None
+    };
+    // SAFETY: forwarded under the caller's contract.
+    let r = unsafe { sys::raw_mmap(addr, len, prot, flags, fd, off) };
+    drop(guard);
+    let manage = wants(len, flags, fd);
+    match r {
+        Ok(a) => {
+            if manage {
+                p.manage(a, len);
+            }
+            a
+        }
+        Err(e) => to_ret(Err(e)),
+    }
+}
+
+fn to_ret(r: Result<usize, i32>) -> usize {
+    match r {
+        Ok(a) => a,
+        Err(e) => {
+            sys::set_errno(e);
+            usize::MAX // MAP_FAILED / -1
+        }
+    }
+}
+
+/// `munmap`.
+///
+/// # Safety
+/// As `munmap(2)`.
+pub unsafe fn munmap(addr: usize, len: usize) -> i32 {
+    let _b = SigBlock::new();
+    let guard = match crate::pager() {
+        Some(p) if !sys::in_pager() => p.drop_range(addr, len, true),
+        _ => None,
+    };
+    // SAFETY: forwarded.
+    let r = unsafe { sys::raw_munmap(addr, len) };
+    drop(guard);
+    ret0(r)
+}
+
+fn ret0(r: Result<(), i32>) -> i32 {
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            sys::set_errno(e);
+            -1
+        }
+    }
+}
+
+/// `madvise`: drops on managed ranges forget the pager's copies; `MADV_HUGEPAGE` is refused
+/// quietly there (THP faults bypass missing-mode userfaultfd); `MADV_FREE` becomes
+/// `MADV_DONTNEED` (a lazily freed page would vanish behind the pager's back).
+///
+/// # Safety
+/// As `madvise(2)`.
+pub unsafe fn madvise(addr: usize, len: usize, mut advice: i32) -> i32 {
+    let p = match crate::pager() {
+        Some(p) if !sys::in_pager() && p.maybe_managed(addr, len) => p,
+        // SAFETY: forwarded.
+        _ => return ret0(unsafe { sys::raw_madvise(addr, len, advice) }),
+    };
+    let _b = SigBlock::new();
+    match advice {
+        libc::MADV_HUGEPAGE => return 0,
+        libc::MADV_DONTNEED | libc::MADV_FREE | libc::MADV_REMOVE => {
+            if advice == libc::MADV_FREE {
+                advice = libc::MADV_DONTNEED;
+            }
+            let guard = p.drop_range(addr, len, false);
+            // SAFETY: forwarded.
+            let r = unsafe { sys::raw_madvise(addr, len, advice) };
+            drop(guard);
+            return ret0(r);
+        }
+        _ => {}
+    }
+    // SAFETY: forwarded.
+    ret0(unsafe { sys::raw_madvise(addr, len, advice) })
+}
+
+/// `mremap`.
+///
+/// # Safety
+/// As `mremap(2)`.
+pub unsafe fn mremap(
+    old: usize,
+    old_len: usize,
+    new_len: usize,
+    flags: i32,
+    new_addr: usize,
+) -> usize {
+    let p = match crate::pager() {
+        Some(p) if !sys::in_pager() && p.maybe_managed(old, old_len) => p,
+        // SAFETY: forwarded.
+        _ => return to_ret(unsafe { sys::raw_mremap(old, old_len, new_len, flags, new_addr) }),
+    };
+    p.pause();
+    let managed = p.prepare_remap(old, old_len);
+    let r = {
+        let _b = SigBlock::new();
+        // SAFETY: forwarded.
+        unsafe { sys::raw_mremap(old, old_len, new_len, flags, new_addr) }
+    };
+    if let Ok(new) = r {
+        let _b = SigBlock::new();
+        if managed {
+            p.unpin_range(old, old_len);
+            p.remanage(old, old_len, new, new_len);
+        }
+    } else if managed {
+        p.unpin_range(old, old_len);
+    }
+    p.resume();
+    to_ret(r)
+}
+
+/// Masks for `sigprocmask` / `pthread_sigmask` / `sigaction`: SIGBUS is never blocked.
+///
+/// # Safety
+/// `set` must be valid or null.
+pub unsafe fn filter_mask(set: *const libc::sigset_t) -> Option<libc::sigset_t> {
+    if set.is_null() || !crate::signals::installed() {
+        return None;
+    }
+    // SAFETY: valid per the caller.
+    let mut s = unsafe { *set };
+    // SAFETY: our own copy.
+    unsafe { crate::signals::strip_sigbus(&mut s) };
+    Some(s)
+}
+
+/// Before `execve` and friends: argv and envp resident and pinned, eviction paused, this
+/// process's counters handed to the tree (the image is about to be replaced).
+pub struct ExecGuard {
+    _pins: Pinned,
+    retired: bool,
+    paused: bool,
+}
+
+impl ExecGuard {
+    /// # Safety
+    /// `argv`/`envp` as for `execve(2)`.
+    pub unsafe fn new(
+        argv: *const *const libc::c_char,
+        envp: *const *const libc::c_char,
+    ) -> ExecGuard {
+        let mut pins = Pinned::none();
+        // SAFETY: forwarded contract.
+        unsafe {
+            pins.add_strv(argv);
+            pins.add_strv(envp);
+        }
+        let mut retired = false;
+        let mut paused = false;
+        if let Some(p) = crate::pager() {
+            // In a vfork child (the parent's memory, another pid) nothing of the parent's may
+            // change: a successful exec never comes back to undo it. The pins keep argv and
+            // envp in place against the parent's other threads.
+            if p.pid.load(Relaxed) == sys::getpid() {
+                p.pause();
+                paused = true;
+                let _b = SigBlock::new();
+                p.retire();
+                retired = true;
+            }
+        }
+        ExecGuard {
+            _pins: pins,
+            retired,
+            paused,
+        }
+    }
+}
+
+impl Drop for ExecGuard {
+    fn drop(&mut self) {
+        // The exec failed: this image goes on.
+        if let Some(p) = crate::pager() {
+            if self.retired {
+                let _b = SigBlock::new();
+                p.rejoin();
+            }
+            if self.paused {
+                p.resume();
+            }
+        }
+    }
+}
+
+/// fork, before: no eviction in flight, none starting (the child must inherit a consistent
+/// table and cache).
+pub fn fork_prepare() {
+    if let Some(p) = crate::pager() {
+        p.pause();
+        p.lock_for_fork();
+    }
+}
+
+pub fn fork_parent() {
+    if let Some(p) = crate::pager() {
+        p.unlock_after_fork();
+        p.resume();
+    }
+}
+
+pub fn fork_child() {
+    if let Some(p) = crate::pager() {
+        p.unlock_after_fork();
+        if let Err(e) = p.after_fork_child() {
+            let msg = format!("uzswap: fork child could not take over its memory: {e}\n");
+            sys::raw_stderr(msg.as_bytes());
+            // SAFETY: ending the child; its memory can't be served.
+            unsafe { libc::_exit(125) };
+        }
+        p.resume();
+        if p.cfg.budget_bytes > 0 {
+            let _b = SigBlock::new();
+            p.reclaim_thread();
+        }
+    }
+}
+
+/// At exit (`exit`, `_exit`, the library destructor): hand the counters to the tree once.
+pub fn at_exit() {
+    if let Some(p) = crate::pager() {
+        // The process is ending: no more eviction (faults still load what they need).
+        p.pause();
+        if p.pid.load(Relaxed) == sys::getpid() && !p.retired.swap(true, Relaxed) {
+            let _b = SigBlock::new();
+            p.retire();
+            if std::env::var_os("UZSWAP_DEBUG").is_some() {
+                debug_dump(p);
+            }
+        }
+    }
+}
+
+fn debug_dump(p: &crate::Pager) {
+    let s = p.seg;
+    let (nr, pages) = p.region_stats();
+    let msg = format!(
+        "uzswap[{}]: regions {nr} ({pages} pages) resident {} pool {} peak {} faults {} (pool {} file {} zero {} around {}) evictions {} busy {} refaults {} near {} pinned {} over {} p50 {:.1}us p99 {:.1}us\n",
+        sys::getpid(),
+        s.resident_pages.load(Relaxed),
+        s.pool_pages.load(Relaxed),
+        s.peak_charged_pages.load(Relaxed),
+        s.faults.load(Relaxed),
+        s.faults_from_pool.load(Relaxed),
+        s.faults_from_swapfile.load(Relaxed),
+        s.faults_zero.load(Relaxed),
+        s.fault_around_pages.load(Relaxed),
+        s.evictions.load(Relaxed),
+        s.evict_busy.load(Relaxed),
+        s.refaults.load(Relaxed),
+        s.refaults_near.load(Relaxed),
+        s.pinned_calls.load(Relaxed),
+        s.over_budget.load(Relaxed),
+        s.quantile_us(0.5),
+        s.quantile_us(0.99),
+    );
+    sys::raw_stderr(msg.as_bytes());
+    for (k, v) in s.counters() {
+        if v != 0 {
+            sys::raw_stderr(format!("  {k} {v}\n").as_bytes());
+        }
+    }
+}

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: MIT
+//! uzswap-pager: transparent compressed paging of an unmodified program, from inside it.
+//!
+//! **Owns**: the userfaultfd object (`uffd`, the only userfaultfd ioctls in the workspace),
+//! managed regions and their page-state words (`region`), the SIGBUS fault path resolving
+//! faults on the faulting thread and chaining to the program's handlers (`signals`), eviction
+//! with `UFFDIO_MOVE` and the clock sweep, pins for system-call buffers and the budget
+//! (`pager`), the accounting segment shared by a process tree (`shared`), the logic of the
+//! preload library's libc wrappers (`hooks`), and raw system calls (`sys`). The LD_PRELOAD
+//! library `uzswap-preload` is a thin layer of exported symbols over this crate;
+//! `uzswap run` starts programs with it. Design and coverage: docs/pager.md.
+//!
+//! **Data layout**: one `Pager` per process (a static, set once by `init`): a table of
+//! regions (`BTreeMap` by start address, `Arc<Region>`), each with one `AtomicU64` state word
+//! per page in memory the pager maps for itself; a `Zswap` cache with an O_TMPFILE swap file
+//! (slot offsets are stored in the evicted pages' state words); a scratch area of
+//! `SCRATCH_PAGES` pages registered with the userfaultfd as the MOVE target.
+//!
+//! **Lock order**: regions RwLock (read: faults, pins, eviction; write: mapping changes, fork)
+//! -> reclaim mutex -> the cache's locks. All pager code runs with signals blocked (the SIGBUS
+//! handler's mask, or `sys::SigBlock` in wrappers), never touches managed memory itself, and
+//! marks its thread `InPager` so its own libc calls bypass the wrappers.
+
+pub mod hooks;
+pub mod pager;
+pub mod record;
+pub mod region;
+pub mod shared;
+pub mod signals;
+pub mod sys;
+pub mod uffd;
+
+use std::sync::OnceLock;
+
+pub use pager::{Config, Pager};
+
+static PAGER: OnceLock<Pager> = OnceLock::new();
+
+/// The process's pager, once `init` succeeded.
+#[inline]
+pub fn pager() -> Option<&'static Pager> {
+    PAGER.get()
+}
+
+/// Sets the pager up for this process: shared segment, userfaultfd, cache, SIGBUS handler,
+/// the calling (main) thread's alternate stack, fork handlers. Called by the preload
+/// library's constructor, with signals blocked, before the program's code runs.
+pub fn init() -> Result<&'static Pager, String> {
+    if let Some(p) = PAGER.get() {
+        return Ok(p);
+    }
+    let _g = sys::InPager::enter();
+    let cfg = Config::from_env();
+    // The segment's fd is inherited, unless a parent closed it before exec (Python's
+    // subprocess closes every fd by default): then open it again through `uzswap run`'s
+    // /proc entry for it.
+    let fd = std::env::var("UZSWAP_SHM_FD")
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+        .filter(|&fd| shared::is_segment_fd(fd))
+        .or_else(|| {
+            let path = std::ffi::CString::new(std::env::var("UZSWAP_SHM_PATH").ok()?).ok()?;
+            // SAFETY: a NUL-terminated path; the fd stays open for the process's life.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+            (fd >= 0 && shared::is_segment_fd(fd)).then_some(fd)
+        });
+    if fd.is_none() && std::env::var_os("UZSWAP_SHM_PATH").is_some() {
+        return Err("the run's shared accounting segment is gone (is `uzswap run` alive?)".into());
+    }
+    let seg = shared::map_segment(fd).map_err(|e| format!("shared segment: errno {e}"))?;
+    if fd.is_none() {
+        seg.init(cfg.budget_bytes, cfg.covers_pool);
+    }
+    let p = Pager::new(cfg, seg)?;
+    seg.processes
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let p = PAGER.get_or_init(|| p);
+    p.join_tree();
+    signals::install().map_err(|e| format!("installing the SIGBUS handler: errno {e}"))?;
+    signals::ensure_alt_stack();
+    warm_thread();
+    if p.cfg.budget_bytes > 0 {
+        p.reclaim_thread();
+    }
+    Ok(p)
+}
+
+/// Touches the thread-local state the fault path uses (compression contexts, counter
+/// stripes), so that the first fault of a thread does not have to set it up inside the
+/// signal handler.
+pub fn warm_thread() {
+    let Some(p) = PAGER.get() else { return };
+    let _g = sys::InPager::enter();
+    let page = [0x5au8; region::PAGE];
+    let mut out = [0u8; region::PAGE];
+    let slot = match p.swap().alloc_slot() {
+        Ok(s) => s,
+        Err(_) => return,
+    };
+    let _ = p.zswap.store(slot, &page, uzswap_zswap::CgroupId::ROOT);
+    p.warmups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let _ = p.zswap.load(slot, &mut out, true);
+    p.zswap.invalidate(slot);
+    let _ = p.swap().free_slot(slot);
+}

@@ -1,0 +1,1193 @@
+// SPDX-License-Identifier: MIT
+//! The pager: managed regions, the fault path, eviction, pins and the budget.
+//!
+//! **Fault path** (runs in the faulting thread's SIGBUS handler, all signals blocked, on the
+//! thread's unmanaged alternate stack): find the region (regions read lock), claim the page's
+//! state word (`ABSENT`/`EVICTED` -> `BUSY` by CAS; a `BUSY` page is waited for), decompress
+//! into a buffer on the handler's stack and `UFFDIO_COPY` it in, or copy zeros for a page never
+//! filled (with fault-around over the following never-filled pages), publish `RESIDENT|REF`,
+//! then reclaim if the tree is over its budget (direct reclaim, as a cgroup's charge path does).
+//!
+//! **Eviction** (one reclaimer per process, the `reclaim` mutex): a clock hand sweeps the
+//! regions in address order; a resident, unpinned page with `REF` set loses it, one without is a
+//! victim (`RESIDENT` -> `BUSY`). Runs of contiguous victims are moved out with one
+//! `UFFDIO_MOVE` each into a registered scratch area: the move is atomic, so a write racing the
+//! eviction either lands before it (and is moved with the page) or faults afterwards and waits
+//! for `BUSY` to clear. Each page is then stored in the cache from the scratch area (`swap_out`:
+//! pool, or the swap file if the pool rejects it), the scratch run is dropped with one
+//! `MADV_DONTNEED`, and the word becomes `EVICTED(slot, epoch)`.
+//!
+//! **Lock order**: regions (read for faults, pins and eviction; write for map changes) ->
+//! reclaim mutex -> the cache's own locks. No lock is ever held while managed memory is touched,
+//! and every pager path runs with signals blocked, so a program signal handler can't re-enter
+//! the pager on a thread that holds one.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
+use uzswap_zswap::SwapFile;
+use uzswap_zswap::{CgroupId, LoadOutcome, Params, SwapSlot, Zswap};
+
+use crate::region::{self, Region, ABSENT, BUSY, EVICTED, INHERITED, PAGE, PIN_ONE, REF, RESIDENT};
+use crate::shared::Segment;
+use crate::sys::{self, InPager};
+use crate::uffd::{Uffd, UffdError};
+
+/// Swap areas: the first process's, then one per fork generation.
+const MAX_AREAS: usize = 32;
+
+/// Pages moved out per `UFFDIO_MOVE` batch.
+pub const SCRATCH_PAGES: usize = 64;
+/// Zero-fill fault-around: pages filled per first-touch fault (when the following pages were
+/// never filled either).
+const ZERO_SRC_PAGES: usize = 16;
+
+/// What the pager was configured with (from the environment `uzswap run` sets).
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// SIZE in bytes (0: no budget, nothing is evicted).
+    pub budget_bytes: u64,
+    /// Does SIZE cover the compressed pool (as memory.max with zswap charged) or only resident
+    /// pages (as cgroup v1 counts)?
+    pub covers_pool: bool,
+    pub params: Params,
+    pub swap_dir: PathBuf,
+    pub swap_slots: u64,
+    /// Pages evicted per reclaim step.
+    pub batch: usize,
+    /// Zero-fill fault-around window in pages (1 = off).
+    pub fault_around: usize,
+    /// Clock (second chance on fault/refault) or plain FIFO.
+    pub fifo: bool,
+}
+
+impl Config {
+    pub fn from_env() -> Config {
+        let get = |k: &str| std::env::var(k).ok();
+        let budget_bytes = get("UZSWAP_MEMORY_MAX")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let covers_pool = get("UZSWAP_BUDGET_COVERS").as_deref() != Some("resident");
+        let mut params = Params {
+            // When SIZE covers the pool, SIZE is this tree's whole memory and the pool limit is
+            // a share of it; with a budget on resident pages alone (cgroup v1 does not charge
+            // the kernel's zswap pool) the pool is limited by the machine's memory, as there.
+            total_memory_bytes: if budget_bytes > 0 && covers_pool {
+                budget_bytes
+            } else {
+                Params::default().total_memory_bytes
+            },
+            ..Params::default()
+        };
+        if let Some(p) = get("UZSWAP_PARAMS") {
+            apply_params(&mut params, &p);
+        }
+        Config {
+            budget_bytes,
+            covers_pool,
+            params,
+            swap_dir: get("UZSWAP_SWAP_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(std::env::temp_dir),
+            swap_slots: get("UZSWAP_SWAP_SLOTS")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1 << 22),
+            batch: get("UZSWAP_BATCH")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(32usize)
+                .clamp(1, SCRATCH_PAGES),
+            fault_around: get("UZSWAP_FAULT_AROUND")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(ZERO_SRC_PAGES)
+                .clamp(1, ZERO_SRC_PAGES),
+            fifo: get("UZSWAP_VICTIM").as_deref() == Some("fifo"),
+        }
+    }
+}
+
+/// `name=value,...` cache settings: `uzswap run`'s cache options (the flags of `uzswap replay`,
+/// without their dashes; validated by the command before the program starts, so an unknown
+/// or unsupported value here is ignored).
+pub fn apply_params(p: &mut Params, s: &str) {
+    for kv in s.split(',').filter(|x| !x.is_empty()) {
+        let Some((k, v)) = kv.split_once('=') else {
+            continue;
+        };
+        match k {
+            "compressor" => {
+                if let Ok(a) = v.parse() {
+                    p.compressor = a
+                }
+            }
+            "max-pool-percent" => p.max_pool_percent = v.parse().unwrap_or(p.max_pool_percent),
+            "accept-threshold-percent" => {
+                p.accept_threshold_percent = v.parse().unwrap_or(p.accept_threshold_percent)
+            }
+            "chain-size" => p.chain_size = v.parse().unwrap_or(p.chain_size),
+            "shrinker" => p.shrinker_enabled = v == "on",
+            "proactive-shrink" => p.proactive_shrink = v == "on",
+            "incompressible" => p.reject_compress_poor = v == "reject",
+            "protection" => {
+                p.warm_protection = if v == "protected-size" {
+                    uzswap_zswap::WarmProtection::ProtectedSize
+                } else {
+                    uzswap_zswap::WarmProtection::SecondChance
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The victims of one eviction step: a contiguous run in one region.
+struct Run {
+    region: Arc<Region>,
+    first: usize,
+    n: usize,
+}
+
+struct Reclaim {
+    /// The clock hand: the address to resume the sweep at.
+    hand: usize,
+    scratch: usize,
+}
+
+pub struct Pager {
+    uffd: AtomicPtr<Uffd>,
+    regions: RwLock<BTreeMap<usize, Arc<Region>>>,
+    /// Lowest start and highest end of any region ever managed: a quick "not ours" test.
+    span_lo: AtomicUsize,
+    span_hi: AtomicUsize,
+    pub zswap: Zswap,
+    /// Swap areas by number; `cur_area` is the one this process writes (a fork child gets
+    /// its own: the file is shared with the parent, its slot map is not).
+    areas: Box<[std::sync::OnceLock<Arc<SwapFile>>]>,
+    cur_area: AtomicU32,
+    pub seg: &'static Segment,
+    pub cfg: Config,
+    reclaim: Mutex<Reclaim>,
+    zero_src: usize,
+    /// Pages evicted so far (the workingset clock for refault distances).
+    evictions: AtomicU64,
+    /// This process's resident managed pages and its last published pool size.
+    resident: AtomicI64,
+    pool_published: AtomicI64,
+    /// Reclaim is paused while > 0 (fork, exec).
+    paused: AtomicU32,
+    pub pid: AtomicI32,
+    pub reuse_saved: AtomicU64,
+    /// Counters handed to the tree already (exit paths run once).
+    pub retired: std::sync::atomic::AtomicBool,
+    /// Threads warmed up (each did one store and one load, taken out of the counters).
+    pub warmups: AtomicU64,
+    /// This process's resident count when its last sweep found nothing to evict (-1: none).
+    starved_at: AtomicI64,
+    /// Resident pages inherited from the fork parent not yet uncharged (not in the tree total).
+    inherited: AtomicI64,
+    /// This process's slot in the segment's process table (usize::MAX: none).
+    proc_slot: AtomicUsize,
+    /// `--record-trace`: the raw event log.
+    rec: Option<crate::record::Recorder>,
+}
+
+impl Pager {
+    pub fn new(cfg: Config, seg: &'static Segment) -> Result<Pager, String> {
+        let uffd = Uffd::new().map_err(|(what, e)| {
+            format!("{what} failed: {}", std::io::Error::from_raw_os_error(e))
+        })?;
+        if uffd.features() & crate::uffd::FEATURE_MOVE == 0 {
+            return Err("this kernel has no UFFDIO_MOVE (Linux 6.8 or later is needed)".into());
+        }
+        let scratch = sys::map_anon(SCRATCH_PAGES * PAGE).map_err(|e| format!("mmap: {e}"))?;
+        // SAFETY: the scratch area is the pager's own mapping, used only as a MOVE target.
+        unsafe { uffd.register_scratch(scratch, SCRATCH_PAGES * PAGE) }
+            .map_err(|e| format!("registering the scratch area: errno {e}"))?;
+        let zero_src = sys::map_anon(ZERO_SRC_PAGES * PAGE).map_err(|e| format!("mmap: {e}"))?;
+        let mut params = cfg.params.clone();
+        params.numa_nodes = 1;
+        let zswap = Zswap::new(params).map_err(|e| format!("cache: {e}"))?;
+        let swap = Arc::new(
+            SwapFile::create_temp(&cfg.swap_dir, 0, cfg.swap_slots)
+                .map_err(|e| format!("swap file in {}: {e}", cfg.swap_dir.display()))?,
+        );
+        zswap
+            .add_swap_file(swap.clone())
+            .map_err(|e| format!("cache: {e}"))?;
+        Ok(Pager {
+            uffd: AtomicPtr::new(Box::into_raw(Box::new(uffd))),
+            regions: RwLock::new(BTreeMap::new()),
+            span_lo: AtomicUsize::new(usize::MAX),
+            span_hi: AtomicUsize::new(0),
+            zswap,
+            areas: {
+                let a: Box<[std::sync::OnceLock<Arc<SwapFile>>]> =
+                    (0..MAX_AREAS).map(|_| std::sync::OnceLock::new()).collect();
+                let _ = a[0].set(swap);
+                a
+            },
+            cur_area: AtomicU32::new(0),
+            seg,
+            cfg,
+            reclaim: Mutex::new(Reclaim { hand: 0, scratch }),
+            zero_src,
+            evictions: AtomicU64::new(0),
+            resident: AtomicI64::new(0),
+            pool_published: AtomicI64::new(0),
+            paused: AtomicU32::new(0),
+            pid: AtomicI32::new(sys::getpid()),
+            reuse_saved: AtomicU64::new(0),
+            retired: std::sync::atomic::AtomicBool::new(false),
+            warmups: AtomicU64::new(0),
+            starved_at: AtomicI64::new(-1),
+            inherited: AtomicI64::new(0),
+            proc_slot: AtomicUsize::new(usize::MAX),
+            rec: std::env::var("UZSWAP_TRACE_DIR")
+                .ok()
+                .and_then(|d| crate::record::Recorder::open(&d)),
+        })
+    }
+
+    #[inline]
+    fn uffd(&self) -> &Uffd {
+        // SAFETY: the pointer is set from a leaked Box in `new` and only replaced in a fork
+        // child (single-threaded) by `replace_uffd`, which frees the old one at that point.
+        unsafe { &*self.uffd.load(Acquire) }
+    }
+
+    /// Might `addr..addr+len` touch a managed region? (Cheap; false positives allowed.)
+    #[inline]
+    pub fn maybe_managed(&self, addr: usize, len: usize) -> bool {
+        addr < self.span_hi.load(Relaxed) && addr.saturating_add(len) > self.span_lo.load(Relaxed)
+    }
+
+    /// Number of regions and their total pages (tests, reports).
+    pub fn region_stats(&self) -> (usize, usize) {
+        let r = self.regions.read();
+        (r.len(), r.values().map(|x| x.pages).sum())
+    }
+
+    fn lookup(map: &BTreeMap<usize, Arc<Region>>, addr: usize) -> Option<&Arc<Region>> {
+        map.range(..=addr)
+            .next_back()
+            .map(|(_, r)| r)
+            .filter(|r| r.contains(addr))
+    }
+
+    // ------------------------------------------------------------------ mapping changes
+
+    /// Starts managing `[start, start+len)` (fresh private anonymous memory of the program).
+    /// Returns false if the range could not be registered (it stays plain memory).
+    pub fn manage(&self, start: usize, len: usize) -> bool {
+        let _g = InPager::enter();
+        let pages = len.div_ceil(PAGE);
+        let len = pages * PAGE;
+        let Ok(region) = Region::new(start, pages) else {
+            return false;
+        };
+        let mut map = self.regions.write();
+        Self::cut(&mut map, start, start + len);
+        // SAFETY: the range is fresh private anonymous memory of the program, which the pager
+        // manages from now on (every missing page is filled by the fault path).
+        if unsafe { self.uffd().register_missing(start, len) }.is_err() {
+            self.seg.unmanageable.fetch_add(1, Relaxed);
+            return false;
+        }
+        // SAFETY: advice on memory the pager now manages; NOHUGEPAGE keeps the kernel's THP
+        // fault path (which bypasses userfaultfd's missing handling) away from it.
+        let _ = unsafe { sys::raw_madvise(start, len, libc::MADV_NOHUGEPAGE) };
+        map.insert(start, Arc::new(region));
+        self.span_lo.fetch_min(start, Relaxed);
+        self.span_hi.fetch_max(start + len, Relaxed);
+        true
+    }
+
+    /// Removes `[lo, hi)` from the table, splitting regions that straddle it (write lock held).
+    fn cut(map: &mut BTreeMap<usize, Arc<Region>>, lo: usize, hi: usize) {
+        let hit: Vec<usize> = map
+            .range(..hi)
+            .rev()
+            .take_while(|(_, r)| r.end() > lo)
+            .map(|(&s, _)| s)
+            .collect();
+        for s in hit {
+            let r = map.remove(&s).unwrap();
+            if r.start < lo {
+                let p = r.piece(0, (lo - r.start) / PAGE);
+                map.insert(p.start, Arc::new(p));
+            }
+            if r.end() > hi {
+                let p = r.piece((hi - r.start) / PAGE, r.pages);
+                map.insert(p.start, Arc::new(p));
+            }
+        }
+    }
+
+    /// The program drops `[addr, addr+len)` (munmap, MADV_DONTNEED, MAP_FIXED over it): forget
+    /// evicted copies and resident counts. With `unmap`, the regions are cut too. The caller
+    /// then performs the real call while `hold` (the returned write guard) is alive, so no
+    /// fault or eviction sees a half-changed range.
+    pub fn drop_range(&self, addr: usize, len: usize, unmap: bool) -> Option<DropGuard<'_>> {
+        if !self.maybe_managed(addr, len) {
+            return None;
+        }
+        let _g = InPager::enter();
+        let mut map = self.regions.write();
+        let lo = addr & !(PAGE - 1);
+        let hi = (addr + len).div_ceil(PAGE) * PAGE;
+        let mut any = false;
+        for (_, r) in map.range(..hi).rev().take_while(|(_, r)| r.end() > lo) {
+            any = true;
+            let a = lo.max(r.start);
+            let b = hi.min(r.end());
+            let mut freed = 0;
+            let mut inh = 0;
+            for i in r.index(a)..r.index(b - 1) + 1 {
+                // Under the write lock no BUSY owner exists (they all hold the read lock).
+                let s = r.state(i).swap(ABSENT, AcqRel);
+                match region::kind(s) {
+                    RESIDENT => {
+                        freed += 1;
+                        inh += (s & INHERITED != 0) as i64;
+                    }
+                    EVICTED => self.forget_slot(region::slot_of(s)),
+                    _ => {}
+                }
+            }
+            self.resident.fetch_sub(freed, Relaxed);
+            self.uncharge(freed, inh);
+        }
+        if !any {
+            return None;
+        }
+        if let Some(rec) = &self.rec {
+            rec.event(
+                crate::record::FREE,
+                (lo / PAGE) as u64,
+                ((hi - lo) / PAGE) as u32,
+            );
+        }
+        if unmap {
+            Self::cut(&mut map, lo, hi);
+        }
+        Some(DropGuard { _map: map })
+    }
+
+    /// mremap of a managed range: bring every evicted page of the old range back (the moved
+    /// range loses its userfaultfd registration without a remap event), returning the guard
+    /// under which the caller performs the real mremap and then calls `remanage`.
+    pub fn prepare_remap(&self, addr: usize, len: usize) -> bool {
+        if !self.maybe_managed(addr, len) {
+            return false;
+        }
+        self.pin_range(addr, len, false);
+        true
+    }
+
+    /// After a successful mremap of a managed range from `old` to `new`.
+    pub fn remanage(&self, old: usize, old_len: usize, new: usize, new_len: usize) {
+        let _g = InPager::enter();
+        {
+            let mut map = self.regions.write();
+            let mut kept = 0i64;
+            let mut inh = 0i64;
+            for (_, r) in map
+                .range(..old + old_len)
+                .rev()
+                .take_while(|(_, r)| r.end() > old)
+            {
+                for i in r.index(old.max(r.start))..r.index((old + old_len).min(r.end()) - 1) + 1 {
+                    let s = r.state(i).swap(ABSENT, AcqRel);
+                    if region::kind(s) == RESIDENT {
+                        kept += 1;
+                        inh += (s & INHERITED != 0) as i64;
+                    }
+                }
+            }
+            Self::cut(&mut map, old, old + old_len);
+            self.resident.fetch_sub(kept, Relaxed);
+            self.uncharge(kept, inh);
+        }
+        if self.manage(new, new_len) {
+            // Every page of the new range counts as resident (a missing one is healed to zeros
+            // by the fault path's RESIDENT case, and moves out as a hole).
+            let map = self.regions.read();
+            if let Some(r) = Self::lookup(&map, new) {
+                let n = r.pages;
+                for i in 0..n {
+                    r.state(i).store(RESIDENT, Release);
+                }
+                r.note_filled(n - 1);
+                self.resident.fetch_add(n as i64, Relaxed);
+                self.seg.resident_pages.fetch_add(n as i64, Relaxed);
+            }
+        }
+    }
+
+    /// Takes `n` resident pages off the counts, `inh` of which were inherited from the fork
+    /// parent (shared copy-on-write, charged to the parent, as a cgroup charges a page to the
+    /// one that faulted it in; see `after_fork_child`).
+    fn uncharge(&self, n: i64, inh: i64) {
+        self.inherited.fetch_sub(inh, Relaxed);
+        self.seg.resident_pages.fetch_sub(n - inh, Relaxed);
+    }
+
+    /// The swap file new evictions of this process go to.
+    pub fn swap(&self) -> &Arc<SwapFile> {
+        self.areas[self.cur_area.load(Relaxed) as usize]
+            .get()
+            .expect("the current area exists")
+    }
+
+    fn free_slot(&self, slot: SwapSlot) {
+        if let Some(f) = self.areas.get(slot.area as usize).and_then(|a| a.get()) {
+            let _ = f.free_slot(slot);
+        }
+    }
+
+    fn forget_slot(&self, (area, off): (u32, u64)) {
+        let slot = SwapSlot { area, offset: off };
+        self.zswap.invalidate(slot);
+        self.free_slot(slot);
+    }
+
+    // ------------------------------------------------------------------ the fault path
+
+    /// Resolves a fault at `addr` (SIGBUS handler). False: not a managed address (chain on).
+    pub fn handle_fault(&self, addr: usize, write: bool) -> bool {
+        if !self.maybe_managed(addr, 1) {
+            return false;
+        }
+        let _g = InPager::enter();
+        let t0 = sys::now_ns();
+        let handled = {
+            let map = self.regions.read();
+            match Self::lookup(&map, addr) {
+                None => return false,
+                Some(r) => self.fill(r, r.index(addr), false),
+            }
+        };
+        if handled {
+            self.seg.record_fault(sys::now_ns() - t0);
+            if let Some(rec) = &self.rec {
+                let kind = if write {
+                    crate::record::WRITE
+                } else {
+                    crate::record::READ
+                };
+                rec.event(kind, (addr / PAGE) as u64, 0);
+            }
+            self.maybe_reclaim();
+        }
+        handled
+    }
+
+    /// Makes page `i` of `r` resident (pinned if `pin`). Regions read lock held by the caller.
+    fn fill(&self, r: &Region, i: usize, pin: bool) -> bool {
+        let w = r.state(i);
+        let pin_bits = if pin { PIN_ONE } else { 0 };
+        let mut spins = 0u32;
+        loop {
+            let s = w.load(Acquire);
+            match region::kind(s) {
+                RESIDENT => {
+                    if pin {
+                        if w.compare_exchange(s, s + PIN_ONE, AcqRel, Relaxed).is_ok() {
+                            return true;
+                        }
+                        continue;
+                    }
+                    // A raced fault (another thread filled it), or a page dropped behind our
+                    // back: claim it and copy zeros; EEXIST means it is there after all.
+                    if w.compare_exchange(s, (s & !region::KIND) | BUSY, AcqRel, Relaxed)
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    // SAFETY: zero_src is our own readable mapping of ZERO_SRC_PAGES pages.
+                    let _ = self
+                        .uffd()
+                        .copy(r.addr(i), self.zero_src as *const u8, PAGE);
+                    w.store(s, Release);
+                    return true;
+                }
+                BUSY => {
+                    spins += 1;
+                    if spins < 64 {
+                        std::hint::spin_loop();
+                    } else {
+                        // SAFETY: no arguments.
+                        unsafe { libc::sched_yield() };
+                    }
+                }
+                ABSENT => {
+                    if w.compare_exchange(s, BUSY, AcqRel, Relaxed).is_err() {
+                        continue;
+                    }
+                    return self.fill_zero(r, i, pin_bits);
+                }
+                _ => {
+                    if w.compare_exchange(s, BUSY, AcqRel, Relaxed).is_err() {
+                        continue;
+                    }
+                    return self.fill_evicted(r, i, s, pin_bits);
+                }
+            }
+        }
+    }
+
+    fn fill_zero(&self, r: &Region, i: usize, pin_bits: u64) -> bool {
+        // Fault-around: claim the following never-filled pages too (sequential first touch,
+        // the common pattern of a fresh heap, costs one signal per window instead of per page).
+        let mut n = 1;
+        while n < self.cfg.fault_around
+            && i + n < r.pages
+            && r.state(i + n)
+                .compare_exchange(ABSENT, BUSY, AcqRel, Relaxed)
+                .is_ok()
+        {
+            n += 1;
+        }
+        let mut res = self
+            .uffd()
+            .copy(r.addr(i), self.zero_src as *const u8, n * PAGE);
+        if matches!(res, Err(UffdError::Os(_))) && n > 1 {
+            // The window crossed into another VMA (mprotect splits a region into several, and
+            // one UFFDIO_COPY must stay within one): give the neighbours back, fill one page.
+            for k in 1..n {
+                r.state(i + k).store(ABSENT, Release);
+            }
+            n = 1;
+            res = self
+                .uffd()
+                .copy(r.addr(i), self.zero_src as *const u8, PAGE);
+        }
+        let ok = match res {
+            Ok(()) => true,
+            Err(UffdError::Exists) => {
+                // Some page of the window was populated: fill page by page.
+                for k in 0..n {
+                    let _ = self
+                        .uffd()
+                        .copy(r.addr(i + k), self.zero_src as *const u8, PAGE);
+                }
+                true
+            }
+            Err(_) => false,
+        };
+        if !ok {
+            for k in 0..n {
+                r.state(i + k).store(ABSENT, Release);
+            }
+            return false;
+        }
+        r.state(i).store(RESIDENT | REF | pin_bits, Release);
+        for k in 1..n {
+            r.state(i + k).store(RESIDENT | REF, Release);
+        }
+        r.note_filled(i + n - 1);
+        self.resident.fetch_add(n as i64, Relaxed);
+        self.seg.resident_pages.fetch_add(n as i64, Relaxed);
+        self.seg.faults_zero.fetch_add(1, Relaxed);
+        self.seg.fault_around_pages.fetch_add(n as u64 - 1, Relaxed);
+        true
+    }
+
+    fn fill_evicted(&self, r: &Region, i: usize, s: u64, pin_bits: u64) -> bool {
+        let (area, off) = region::slot_of(s);
+        let slot = SwapSlot { area, offset: off };
+        let mut buf = [0u8; PAGE];
+        let outcome = self.zswap.load(slot, &mut buf, true);
+        match outcome {
+            Ok(LoadOutcome::Hit) => {
+                self.seg.faults_from_pool.fetch_add(1, Relaxed);
+            }
+            Ok(LoadOutcome::FromSwapFile) => {
+                self.seg.faults_from_swapfile.fetch_add(1, Relaxed);
+            }
+            Ok(_) | Err(_) => {
+                // The content is gone (a swap-file read error): the page can't be restored.
+                // Leave it evicted and let the program die of SIGBUS, as the kernel kills a task
+                // whose swap-in fails with an I/O error.
+                sys::raw_stderr(b"uzswap: a paged-out page could not be read back\n");
+                r.state(i).store(s, Release);
+                return false;
+            }
+        }
+        // Workingset: how many evictions since this page left? Within the resident set size,
+        // it left too early: give it the referenced bit (activation).
+        let now = self.evictions.load(Relaxed) as u16;
+        let dist = now.wrapping_sub(region::epoch_of(s)) as i64;
+        self.seg.refaults.fetch_add(1, Relaxed);
+        let near = dist <= self.resident.load(Relaxed).min(0xffff);
+        if near {
+            self.seg.refaults_near.fetch_add(1, Relaxed);
+        }
+        match self.uffd().copy(r.addr(i), buf.as_ptr(), PAGE) {
+            Ok(()) | Err(UffdError::Exists) => {}
+            Err(_) => {
+                // The range went away under us (unmapped by a raw system call): keep nothing.
+                self.forget_slot((area, off));
+                r.state(i).store(ABSENT, Release);
+                return false;
+            }
+        }
+        self.zswap.invalidate(slot);
+        self.free_slot(slot);
+        r.state(i).store(RESIDENT | REF | pin_bits, Release);
+        r.note_filled(i);
+        self.resident.fetch_add(1, Relaxed);
+        self.seg.resident_pages.fetch_add(1, Relaxed);
+        true
+    }
+
+    // ------------------------------------------------------------------ pins (EFAULT path)
+
+    /// Makes every managed page of `[addr, addr+len)` resident and, with `pin`, keeps it from
+    /// eviction until `unpin_range`: a system call given this buffer then never meets a missing
+    /// page (which SIGBUS mode would turn into EFAULT). Returns whether anything was managed.
+    pub fn pin_range(&self, addr: usize, len: usize, pin: bool) -> bool {
+        if len == 0 || !self.maybe_managed(addr, len) {
+            return false;
+        }
+        let _b = sys::SigBlock::new();
+        let _g = InPager::enter();
+        let lo = addr & !(PAGE - 1);
+        let hi = addr.saturating_add(len).div_ceil(PAGE) * PAGE;
+        let mut any = false;
+        let mut filled = false;
+        {
+            let map = self.regions.read();
+            for (_, r) in map.range(..hi).rev().take_while(|(_, r)| r.end() > lo) {
+                any = true;
+                for i in r.index(lo.max(r.start))..r.index(hi.min(r.end()) - 1) + 1 {
+                    let s = r.state(i).load(Relaxed);
+                    if region::kind(s) != RESIDENT {
+                        filled = true;
+                    }
+                    self.fill(r, i, pin);
+                }
+            }
+        }
+        if any && pin {
+            self.seg.pinned_calls.fetch_add(1, Relaxed);
+        }
+        if filled {
+            self.maybe_reclaim();
+        }
+        any
+    }
+
+    /// Releases pins taken by `pin_range` over the same range.
+    pub fn unpin_range(&self, addr: usize, len: usize) {
+        let _b = sys::SigBlock::new();
+        let _g = InPager::enter();
+        let lo = addr & !(PAGE - 1);
+        let hi = addr.saturating_add(len).div_ceil(PAGE) * PAGE;
+        let map = self.regions.read();
+        for (_, r) in map.range(..hi).rev().take_while(|(_, r)| r.end() > lo) {
+            for i in r.index(lo.max(r.start))..r.index(hi.min(r.end()) - 1) + 1 {
+                let w = r.state(i);
+                let mut s = w.load(Relaxed);
+                while region::pins(s) > 0 {
+                    match w.compare_exchange(s, s - PIN_ONE, AcqRel, Relaxed) {
+                        Ok(_) => break,
+                        Err(x) => s = x,
+                    }
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ budget and eviction
+
+    /// Claims this process's slot in the segment's process table.
+    pub fn join_tree(&self) {
+        let me = self.pid.load(Relaxed);
+        let slot = self.seg.claim_slot(me).unwrap_or(usize::MAX);
+        self.proc_slot.store(slot, Relaxed);
+        self.publish_charge();
+    }
+
+    /// Publishes this process's charge to its slot (for `collect_dead`).
+    fn publish_charge(&self) {
+        if let Some(p) = self.seg.procs.get(self.proc_slot.load(Relaxed)) {
+            p.charged.store(
+                self.resident.load(Relaxed) - self.inherited.load(Relaxed),
+                Relaxed,
+            );
+            p.pool.store(self.pool_published.load(Relaxed), Relaxed);
+        }
+    }
+
+    fn leave_tree(&self) {
+        let i = self.proc_slot.swap(usize::MAX, Relaxed);
+        if let Some(p) = self.seg.procs.get(i) {
+            p.charged.store(0, Relaxed);
+            p.pool.store(0, Relaxed);
+            p.pid.store(0, Relaxed);
+        }
+    }
+
+    fn publish_pool(&self) {
+        let p = self.zswap.pool_total_pages() as i64;
+        let old = self.pool_published.swap(p, Relaxed);
+        if p != old {
+            self.seg.pool_pages.fetch_add(p - old, Relaxed);
+        }
+    }
+
+    fn over_budget(&self) -> bool {
+        let b = self.seg.budget_bytes.load(Relaxed);
+        b != 0 && self.seg.charged_pages() as u64 * PAGE as u64 > b
+    }
+
+    /// Direct reclaim: evict until the tree is within its budget. When this process has
+    /// nothing left to evict (the rest of the tree holds the memory), ask the others.
+    pub fn maybe_reclaim(&self) {
+        self.seg.note_peak();
+        if !self.over_budget() || self.paused.load(Relaxed) > 0 {
+            return;
+        }
+        let _g = InPager::enter();
+        // After a fruitless sweep, don't sweep again until this process has grown a batch.
+        let starved = self.starved_at.load(Relaxed);
+        if starved >= 0 && self.resident.load(Relaxed) < starved + self.cfg.batch as i64 {
+            self.seg.request_reclaim();
+            return;
+        }
+        while self.over_budget() {
+            let n = self.evict(self.cfg.batch);
+            self.publish_pool();
+            if n == 0 {
+                self.starved_at.store(self.resident.load(Relaxed), Relaxed);
+                self.seg.over_budget.fetch_add(1, Relaxed);
+                self.seg.request_reclaim();
+                break;
+            }
+        }
+        if !self.over_budget() {
+            self.starved_at.store(-1, Relaxed);
+        }
+        self.seg.note_peak();
+    }
+
+    /// The reclaim thread of this process: evicts from this process when another process of
+    /// the tree (or a pool that grew) leaves the tree over its budget. Runs as pager code
+    /// with every signal blocked.
+    pub fn reclaim_thread(&'static self) {
+        // std allocates the thread's handle with the system malloc: keep it off the heap.
+        let _g = InPager::enter();
+        let _ = std::thread::Builder::new()
+            .name("uzswap-reclaim".into())
+            .spawn(move || {
+                let _g = InPager::enter();
+                let me = self.pid.load(Relaxed);
+                loop {
+                    let seen = self.seg.reclaim_req.load(Relaxed);
+                    self.seg.wait_reclaim(seen, 200);
+                    if self.pid.load(Relaxed) != me {
+                        return; // a fork child's copy of a parent thread: never runs
+                    }
+                    self.publish_pool();
+                    self.publish_charge();
+                    self.seg.collect_dead(me);
+                    // Bounded per wake-up: a tree whose memory is elsewhere is not this
+                    // thread's to spin on.
+                    let mut rounds = 0;
+                    while self.over_budget() && self.paused.load(Relaxed) == 0 && rounds < 256 {
+                        rounds += 1;
+                        if self.evict(self.cfg.batch) < self.cfg.batch {
+                            break;
+                        }
+                        self.publish_pool();
+                    }
+                    self.publish_pool();
+                    self.seg.note_peak();
+                }
+            });
+    }
+
+    /// Evicts up to `want` pages of this process. Returns how many left.
+    pub fn evict(&self, want: usize) -> usize {
+        let _g = InPager::enter();
+        let map = self.regions.read();
+        let mut rc = self.reclaim.lock();
+        if self.paused.load(Relaxed) > 0 {
+            return 0;
+        }
+        let runs = self.pick_victims(&map, &mut rc, want.min(SCRATCH_PAGES));
+        let mut done = 0;
+        for run in runs {
+            done += self.evict_run(&run, rc.scratch);
+        }
+        done
+    }
+
+    /// The clock sweep: collects up to `want` victims (claimed `BUSY`) in runs.
+    fn pick_victims(
+        &self,
+        map: &BTreeMap<usize, Arc<Region>>,
+        rc: &mut Reclaim,
+        want: usize,
+    ) -> Vec<Run> {
+        let mut runs: Vec<Run> = Vec::new();
+        let mut got = 0;
+        if map.is_empty() {
+            return runs;
+        }
+        // Regions from the hand on, then wrapping around; two laps clear and then use REF.
+        let order: Vec<&Arc<Region>> = map
+            .range(rc.hand..)
+            .chain(map.range(..rc.hand))
+            .map(|(_, r)| r)
+            .collect();
+        // Bound the work of one call (a sparse or mostly evicted address space); the hand
+        // keeps the position for the next call.
+        let mut budget_words = 1usize << 16;
+        'laps: for lap in 0..3 {
+            for (ri, r) in order.iter().enumerate() {
+                let start_i = if ri == 0 && lap == 0 && r.contains(rc.hand) {
+                    r.index(rc.hand)
+                } else {
+                    0
+                };
+                let hwm = r.hwm.load(Relaxed).min(r.pages);
+                let mut i = start_i;
+                while i < hwm {
+                    if budget_words == 0 {
+                        rc.hand = r.addr(i);
+                        break 'laps;
+                    }
+                    budget_words -= 1;
+                    let w = r.state(i);
+                    let s = w.load(Relaxed);
+                    let victim = region::kind(s) == RESIDENT && region::pins(s) == 0;
+                    if victim && s & REF != 0 && !self.cfg.fifo && lap < 2 {
+                        let _ = w.compare_exchange(s, s & !REF, Relaxed, Relaxed);
+                        i += 1;
+                        continue;
+                    }
+                    if victim
+                        && w.compare_exchange(s, BUSY | (s & INHERITED), AcqRel, Relaxed)
+                            .is_ok()
+                    {
+                        match runs.last_mut() {
+                            Some(run) if Arc::ptr_eq(&run.region, r) && run.first + run.n == i => {
+                                run.n += 1
+                            }
+                            _ => runs.push(Run {
+                                region: Arc::clone(r),
+                                first: i,
+                                n: 1,
+                            }),
+                        }
+                        got += 1;
+                        if got == want {
+                            rc.hand = r.addr(i) + PAGE;
+                            break 'laps;
+                        }
+                    }
+                    i += 1;
+                }
+            }
+            if got > 0 && lap >= 1 {
+                break;
+            }
+        }
+        runs
+    }
+
+    /// Moves a run out, stores its pages, publishes them `EVICTED`.
+    fn evict_run(&self, run: &Run, scratch: usize) -> usize {
+        let r = &run.region;
+        let len = run.n * PAGE;
+        let moved = match self.uffd().move_out(scratch, r.addr(run.first), len) {
+            Ok(()) => run.n,
+            Err(UffdError::Busy { done })
+            | Err(UffdError::Again { done })
+            | Err(UffdError::Hole { done }) => done / PAGE,
+            Err(_) => 0,
+        };
+        let shared_out = if moved < run.n {
+            self.evict_shared(r, run.first + moved, run.n - moved)
+        } else {
+            0
+        };
+        let mut out = 0;
+        let mut inh = 0;
+        for k in 0..moved {
+            // SAFETY: the scratch area is our own mapping of SCRATCH_PAGES pages; the page just
+            // moved there (or reads as zeros if the source was a hole: WP-only registration).
+            let page =
+                unsafe { std::slice::from_raw_parts((scratch + k * PAGE) as *const u8, PAGE) };
+            let w = r.state(run.first + k);
+            let keep = w.load(Relaxed) & INHERITED;
+            let stored = self.store_page(page);
+            match stored {
+                Some(slot) => {
+                    if let Some(rec) = &self.rec {
+                        let idx = self.seg.trace_pages.fetch_add(1, Relaxed);
+                        rec.evict((r.addr(run.first + k) / PAGE) as u64, page, idx);
+                    }
+                    let epoch = self.evictions.fetch_add(1, Relaxed);
+                    w.store(region::evicted(slot.area, slot.offset, epoch), Release);
+                    out += 1;
+                    inh += (keep != 0) as i64;
+                }
+                None => {
+                    // Nowhere to put it: copy it back where it was.
+                    let _ = self.uffd().copy(r.addr(run.first + k), page.as_ptr(), PAGE);
+                    w.store(RESIDENT | REF | keep, Release);
+                }
+            }
+        }
+        // SAFETY: the scratch pages are ours; their content was stored or copied back.
+        let _ = unsafe { sys::raw_madvise(scratch, moved * PAGE, libc::MADV_DONTNEED) };
+        self.resident.fetch_sub(out as i64, Relaxed);
+        self.uncharge(out as i64, inh);
+        self.seg.evictions.fetch_add(out as u64, Relaxed);
+        out + shared_out
+    }
+
+    /// Stores one page under a new slot of this process's swap area (pool, or the file).
+    fn store_page(&self, page: &[u8]) -> Option<SwapSlot> {
+        let swap = self.swap();
+        let slot = swap.alloc_slot().ok()?;
+        match self.zswap.swap_out(slot, page, CgroupId::ROOT) {
+            Ok(_) => Some(slot),
+            Err(_) => {
+                let _ = swap.free_slot(slot);
+                None
+            }
+        }
+    }
+
+    /// Eviction of pages `UFFDIO_MOVE` refused (shared with a fork parent or child, which
+    /// MOVE can't take: they are not exclusive): write-protect them first, so a racing write
+    /// faults and waits for `BUSY` to clear, store their content from where they are, then
+    /// drop them with `MADV_DONTNEED` (this process's mapping only; the other keeps its copy).
+    fn evict_shared(&self, r: &Region, first: usize, n: usize) -> usize {
+        let addr = r.addr(first);
+        if self.uffd().write_protect(addr, n * PAGE, true).is_err() {
+            for k in 0..n {
+                let w = r.state(first + k);
+                w.store(RESIDENT | REF | (w.load(Relaxed) & INHERITED), Release);
+            }
+            self.seg.evict_busy.fetch_add(n as u64, Relaxed);
+            return 0;
+        }
+        let mut out = 0;
+        let mut inh = 0;
+        for k in 0..n {
+            let w = r.state(first + k);
+            let keep = w.load(Relaxed) & INHERITED;
+            // SAFETY: the page is present, write-protected and owned by this eviction (BUSY):
+            // no one changes it while it is read (a program write faults and waits), and no
+            // unmap can run (it needs the regions write lock, which our read lock excludes).
+            let page = unsafe { std::slice::from_raw_parts(r.addr(first + k) as *const u8, PAGE) };
+            let stored = self.store_page(page);
+            match stored {
+                Some(slot) => {
+                    if let Some(rec) = &self.rec {
+                        let idx = self.seg.trace_pages.fetch_add(1, Relaxed);
+                        rec.evict((r.addr(first + k) / PAGE) as u64, page, idx);
+                    }
+                    // SAFETY: the page's content is stored; dropping this mapping of it is what
+                    // eviction means.
+                    let _ =
+                        unsafe { sys::raw_madvise(r.addr(first + k), PAGE, libc::MADV_DONTNEED) };
+                    let epoch = self.evictions.fetch_add(1, Relaxed);
+                    w.store(region::evicted(slot.area, slot.offset, epoch), Release);
+                    out += 1;
+                    inh += (keep != 0) as i64;
+                }
+                None => {
+                    let _ = self.uffd().write_protect(r.addr(first + k), PAGE, false);
+                    w.store(RESIDENT | REF | keep, Release);
+                }
+            }
+        }
+        self.resident.fetch_sub(out as i64, Relaxed);
+        self.uncharge(out as i64, inh);
+        self.seg.evictions.fetch_add(out as u64, Relaxed);
+        self.seg.evict_busy.fetch_add(n as u64, Relaxed);
+        out
+    }
+
+    // ------------------------------------------------------------------ process lifecycle
+
+    pub fn pause(&self) {
+        self.paused.fetch_add(1, AcqRel);
+        // Wait for a reclaim in progress to finish.
+        drop(self.reclaim.lock());
+    }
+
+    pub fn resume(&self) {
+        self.paused.fetch_sub(1, AcqRel);
+    }
+
+    /// Adds this process's cache counters to the shared segment, by the kernel's names, and
+    /// withdraws its pages from the tree's totals (at exit or exec).
+    pub fn retire(&self) {
+        let _g = InPager::enter();
+        let c = self.zswap.counters();
+        if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&c) {
+            for (k, v) in m {
+                if let Some(mut n) = v.as_u64() {
+                    if k == "zswpin" || k == "zswpout" {
+                        n = n.saturating_sub(self.warmups.load(Relaxed));
+                    }
+                    self.seg.add_counter(&k, n);
+                }
+            }
+        }
+        self.seg
+            .add_counter("pager_reevictions_saved", self.reuse_saved.load(Relaxed));
+        self.seg.resident_pages.fetch_sub(
+            self.resident.load(Relaxed) - self.inherited.load(Relaxed),
+            Relaxed,
+        );
+        let p = self.pool_published.swap(0, Relaxed);
+        self.seg.pool_pages.fetch_sub(p, Relaxed);
+        self.seg.processes.fetch_sub(1, Relaxed);
+        self.leave_tree();
+    }
+
+    /// Undoes `retire`'s withdrawal (an exec that failed).
+    pub fn rejoin(&self) {
+        self.seg.resident_pages.fetch_add(
+            self.resident.load(Relaxed) - self.inherited.load(Relaxed),
+            Relaxed,
+        );
+        self.seg.processes.fetch_add(1, Relaxed);
+        self.publish_pool();
+        self.join_tree();
+    }
+
+    /// fork, prepare: hold the regions table exclusively across the fork, so no fault or
+    /// eviction of another thread is half done in the child's copy.
+    pub fn lock_for_fork(&self) {
+        std::mem::forget(self.regions.write());
+    }
+
+    /// fork, parent and child: release what `lock_for_fork` took.
+    pub fn unlock_after_fork(&self) {
+        // SAFETY: `lock_for_fork` took the write lock and forgot its guard; this is its one
+        // matching release (in each of the two processes).
+        unsafe { self.regions.force_unlock_write() };
+    }
+
+    /// Fork child: the inherited userfaultfd still acts on the parent, and the child's copies of
+    /// the managed ranges are plain memory again (no `EVENT_FORK`): close it, make a new one
+    /// and register every region and the scratch area again, before the program runs on. The
+    /// cache (pool, index) is the child's own copy-on-write copy, so evicted pages load as
+    /// before. Single-threaded here (the child of fork has one thread).
+    pub fn after_fork_child(&self) -> Result<(), String> {
+        let _g = InPager::enter();
+        let new = Uffd::new().map_err(|(w, e)| format!("{w}: errno {e}"))?;
+        let old = self.uffd.swap(Box::into_raw(Box::new(new)), AcqRel);
+        // SAFETY: `old` came from Box::into_raw; the child is single-threaded, so no other
+        // reference to it exists.
+        drop(unsafe { Box::from_raw(old) });
+        let rc = self.reclaim.lock();
+        // SAFETY: our own scratch area.
+        unsafe {
+            self.uffd()
+                .register_scratch(rc.scratch, SCRATCH_PAGES * PAGE)
+        }
+        .map_err(|e| format!("scratch: errno {e}"))?;
+        drop(rc);
+        let map = self.regions.read();
+        for r in map.values() {
+            // SAFETY: the same managed ranges, now in the child's address space.
+            unsafe { self.uffd().register_missing(r.start, r.pages * PAGE) }
+                .map_err(|e| format!("re-registering {:#x}: errno {e}", r.start))?;
+        }
+        self.take_own_swap_area(&map)?;
+        self.pid.store(sys::getpid(), Relaxed);
+        self.pool_published.store(0, Relaxed);
+        self.retired.store(false, Relaxed);
+        self.starved_at.store(-1, Relaxed);
+        // The inherited resident pages are the parent's, shared copy-on-write: not charged
+        // again (the kernel charges a page once, to the cgroup that faulted it in).
+        let mut inh = 0;
+        for r in map.values() {
+            for i in 0..r.hwm.load(Relaxed).min(r.pages) {
+                let w = r.state(i);
+                if region::kind(w.load(Relaxed)) == RESIDENT {
+                    w.fetch_or(INHERITED, Relaxed);
+                    inh += 1;
+                }
+            }
+        }
+        self.inherited.store(inh, Relaxed);
+        self.seg.processes.fetch_add(1, Relaxed);
+        self.proc_slot.store(usize::MAX, Relaxed);
+        self.join_tree();
+        self.publish_pool();
+        Ok(())
+    }
+}
+
+impl Pager {
+    /// Fork child: the swap file is shared with the parent (one open file), but the slot map
+    /// and index are the child's own copies, so the two would hand out the same blocks. The
+    /// child moves to a swap area of its own: every page it has evicted is read (from its copy
+    /// of the pool, or from the parent's file, which it never writes or punches) and stored
+    /// again under a slot of the new area. The cost is one load and store per evicted page at
+    /// fork; `vfork`/`posix_spawn` (Python's subprocess) don't fork the pager at all.
+    fn take_own_swap_area(&self, map: &BTreeMap<usize, Arc<Region>>) -> Result<(), String> {
+        let new = self.cur_area.load(Relaxed) + 1;
+        if new as usize >= MAX_AREAS {
+            return Err(format!("more than {} nested forks", MAX_AREAS - 1));
+        }
+        let file = Arc::new(
+            SwapFile::create_temp(&self.cfg.swap_dir, new, self.cfg.swap_slots)
+                .map_err(|e| format!("swap file: {e}"))?,
+        );
+        self.zswap
+            .add_swap_file(file.clone())
+            .map_err(|e| format!("cache: {e}"))?;
+        let _ = self.areas[new as usize].set(file);
+        self.cur_area.store(new, Relaxed);
+        let mut buf = [0u8; PAGE];
+        for r in map.values() {
+            for i in 0..r.hwm.load(Relaxed).min(r.pages) {
+                let w = r.state(i);
+                let s = w.load(Relaxed);
+                if region::kind(s) != EVICTED {
+                    continue;
+                }
+                let (area, off) = region::slot_of(s);
+                let old = SwapSlot { area, offset: off };
+                // In the pool (or a zero page): the child's own copy, dropped as it is read.
+                // On disk: the parent's block, read and left alone.
+                let in_memory = !matches!(
+                    self.zswap.slot_state(old),
+                    Some(uzswap_zswap::SlotState::Empty) | None
+                );
+                match self.zswap.load(old, &mut buf, in_memory) {
+                    Ok(LoadOutcome::Hit) | Ok(LoadOutcome::FromSwapFile) => {}
+                    _ => return Err(format!("page {:#x} could not be read", r.addr(i))),
+                }
+                let slot = self
+                    .store_page(&buf)
+                    .ok_or_else(|| format!("page {:#x} could not be stored", r.addr(i)))?;
+                w.store(
+                    region::evicted(slot.area, slot.offset, u64::from(region::epoch_of(s))),
+                    Release,
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Holds the regions write lock across a program's own munmap/madvise/mmap(MAP_FIXED).
+pub struct DropGuard<'a> {
+    _map: parking_lot::RwLockWriteGuard<'a, BTreeMap<usize, Arc<Region>>>,
+}

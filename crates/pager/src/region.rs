@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+//! Managed regions and their per-page state words.
+//!
+//! A region is a page-aligned range of the program's private anonymous memory registered with
+//! the userfaultfd. Each page has one `AtomicU64` state word (8 bytes per 4 KiB page, 0.2 %),
+//! in an array the pager maps for itself (never managed). Untouched words are zero pages of
+//! that array, so a sparse 64 GiB heap reservation costs address space, not memory.
+//!
+//! State word layout:
+//! ```text
+//!  63        48 47              16 15      8  3    2   1..0
+//! [ evict epoch | swap slot offset | pin count | INH | REF | kind ]
+//! ```
+//! kind: `ABSENT` (never filled, or dropped: a fault fills zeros), `RESIDENT` (the page is
+//! mapped), `EVICTED` (its content is in the cache under `slot`), `BUSY` (one thread owns a
+//! transition: fill, eviction or drop; everyone else waits). `REF` is the clock's referenced bit.
+//! The pin count keeps a resident page from being evicted while a system call uses it (the
+//! EFAULT path). The epoch is the low 16 bits of the eviction counter when the page was
+//! evicted: the kernel's workingset shadow entry, giving the refault distance.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::sys;
+
+pub const PAGE: usize = 4096;
+
+pub const ABSENT: u64 = 0;
+pub const RESIDENT: u64 = 1;
+pub const EVICTED: u64 = 2;
+pub const BUSY: u64 = 3;
+pub const KIND: u64 = 3;
+pub const REF: u64 = 1 << 2;
+/// Resident since before a fork (shared copy-on-write with the parent, charged to it).
+pub const INHERITED: u64 = 1 << 3;
+pub const PIN_ONE: u64 = 1 << 8;
+pub const PIN_MASK: u64 = 0xff << 8;
+const SLOT_SHIFT: u32 = 16;
+const SLOT_MASK: u64 = 0xffff_ffff;
+const EPOCH_SHIFT: u32 = 48;
+
+#[inline]
+pub fn kind(s: u64) -> u64 {
+    s & KIND
+}
+/// The evicted page's swap slot: (area, offset); the slot field holds the area in its top 5
+/// bits (a fork child writes to a swap area of its own) and the offset in the low 27.
+#[inline]
+pub fn slot_of(s: u64) -> (u32, u64) {
+    let f = (s >> SLOT_SHIFT) & SLOT_MASK;
+    ((f >> 27) as u32, f & ((1 << 27) - 1))
+}
+#[inline]
+pub fn epoch_of(s: u64) -> u16 {
+    (s >> EPOCH_SHIFT) as u16
+}
+#[inline]
+pub fn evicted(area: u32, off: u64, epoch: u64) -> u64 {
+    let f = (u64::from(area) << 27) | (off & ((1 << 27) - 1));
+    EVICTED | ((f & SLOT_MASK) << SLOT_SHIFT) | ((epoch & 0xffff) << EPOCH_SHIFT)
+}
+#[inline]
+pub fn pins(s: u64) -> u64 {
+    (s & PIN_MASK) >> 8
+}
+
+/// The state words of one mapping, shared by the region pieces a partial munmap leaves.
+pub struct States {
+    base: usize,
+    len: usize,
+    words: usize,
+}
+
+impl States {
+    fn new(words: usize) -> Result<States, i32> {
+        let len = (words * 8).div_ceil(PAGE) * PAGE;
+        let base = sys::map_anon(len.max(PAGE))?;
+        Ok(States {
+            base,
+            len: len.max(PAGE),
+            words,
+        })
+    }
+
+    #[inline]
+    fn word(&self, i: usize) -> &AtomicU64 {
+        assert!(i < self.words);
+        // SAFETY: `base` is a live, 8-byte-aligned mapping of at least `words` u64s owned by
+        // this object (zero-initialised by the kernel, a valid AtomicU64 bit pattern).
+        unsafe { &*(self.base as *const AtomicU64).add(i) }
+    }
+}
+
+impl Drop for States {
+    fn drop(&mut self) {
+        // SAFETY: the mapping is ours and no reference outlives `self`.
+        let _ = unsafe { sys::raw_munmap(self.base, self.len) };
+    }
+}
+
+/// A managed range `[start, start + pages * PAGE)`: a window `first..first+pages` into a
+/// `States` array.
+pub struct Region {
+    pub start: usize,
+    pub pages: usize,
+    states: Arc<States>,
+    first: usize,
+    /// One past the highest page index ever filled: the clock hand's scan bound.
+    pub hwm: AtomicUsize,
+}
+
+impl Region {
+    pub fn new(start: usize, pages: usize) -> Result<Region, i32> {
+        Ok(Region {
+            start,
+            pages,
+            states: Arc::new(States::new(pages)?),
+            first: 0,
+            hwm: AtomicUsize::new(0),
+        })
+    }
+
+    /// The sub-range of pages `from..to` as a region sharing these state words.
+    pub fn piece(&self, from: usize, to: usize) -> Region {
+        Region {
+            start: self.start + from * PAGE,
+            pages: to - from,
+            states: self.states.clone(),
+            first: self.first + from,
+            hwm: AtomicUsize::new(self.hwm.load(Ordering::Relaxed).saturating_sub(from)),
+        }
+    }
+
+    #[inline]
+    pub fn end(&self) -> usize {
+        self.start + self.pages * PAGE
+    }
+
+    #[inline]
+    pub fn contains(&self, addr: usize) -> bool {
+        addr >= self.start && addr < self.end()
+    }
+
+    #[inline]
+    pub fn state(&self, i: usize) -> &AtomicU64 {
+        debug_assert!(i < self.pages);
+        self.states.word(self.first + i)
+    }
+
+    #[inline]
+    pub fn addr(&self, i: usize) -> usize {
+        self.start + i * PAGE
+    }
+
+    #[inline]
+    pub fn index(&self, addr: usize) -> usize {
+        (addr - self.start) / PAGE
+    }
+
+    #[inline]
+    pub fn note_filled(&self, i: usize) {
+        self.hwm.fetch_max(i + 1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: MIT
+//! The accounting segment shared by every process of a `uzswap run` tree.
+//!
+//! `uzswap run` creates a memfd, sizes it to `SEGMENT_BYTES` and passes its number in
+//! `UZSWAP_SHM_FD` (inherited across fork and exec). Every managed process maps it and keeps
+//! the tree's totals in it with atomics: resident managed pages and compressed pool pages (the
+//! two halves of the budget, as a cgroup's memory.max covers its pages and its zswap pool), the
+//! fault statistics and, when a process ends or execs, its cache counters added by name. The
+//! layout is `#[repr(C)]` and only atomics, so `uzswap run` reads the same struct after the
+//! tree has exited.
+
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+/// Latency histogram: 0.1 µs buckets up to 200 µs, then one bucket per doubling.
+pub const HIST_LINEAR: usize = 2000;
+pub const HIST_BUCKETS: usize = HIST_LINEAR + 24;
+/// Counter cells for the cache counters, added by name.
+pub const COUNTER_CELLS: usize = 96;
+const NAME_LEN: usize = 48;
+pub const MAGIC: u64 = 0x757a_7377_6170_0001;
+
+#[repr(C)]
+pub struct CounterCell {
+    /// NUL-padded name; the first process to add a name claims the cell (`claim` 0 -> 1 -> 2).
+    claim: AtomicU64,
+    name: [AtomicU64; NAME_LEN / 8],
+    value: AtomicU64,
+}
+
+/// One process of the tree: what it last published of its charge, so that a survivor can take
+/// it off the totals if the process dies without retiring (killed by a signal).
+#[repr(C)]
+pub struct ProcSlot {
+    pub pid: std::sync::atomic::AtomicI32,
+    pub charged: AtomicI64,
+    pub pool: AtomicI64,
+}
+
+pub const PROC_SLOTS: usize = 1024;
+
+#[repr(C)]
+pub struct Segment {
+    pub magic: AtomicU64,
+    /// The budget (SIZE) in bytes; 0 = none.
+    pub budget_bytes: AtomicU64,
+    /// Does the budget cover the compressed pool (1, SIZE as defined) or resident pages only (0)?
+    pub budget_covers_pool: AtomicU64,
+    pub resident_pages: AtomicI64,
+    pub pool_pages: AtomicI64,
+    /// Peak of resident + pool pages over the run.
+    pub peak_charged_pages: AtomicU64,
+    pub processes: AtomicU64,
+    pub faults: AtomicU64,
+    pub faults_from_pool: AtomicU64,
+    pub faults_from_swapfile: AtomicU64,
+    pub faults_zero: AtomicU64,
+    pub fault_around_pages: AtomicU64,
+    pub evictions: AtomicU64,
+    pub evict_busy: AtomicU64,
+    pub refaults: AtomicU64,
+    pub refaults_near: AtomicU64,
+    pub pinned_calls: AtomicU64,
+    pub over_budget: AtomicU64,
+    pub unmanageable: AtomicU64,
+    /// Pages written to the trace recording's page file.
+    pub trace_pages: AtomicU64,
+    /// Bumped (and futex-woken) when a process is over the tree's budget with nothing left to
+    /// evict itself: every process's reclaim thread then evicts from its own memory.
+    pub reclaim_req: AtomicU32,
+    pub hist: [AtomicU64; HIST_BUCKETS],
+    pub counters: [CounterCell; COUNTER_CELLS],
+    pub procs: [ProcSlot; PROC_SLOTS],
+}
+
+pub const SEGMENT_BYTES: usize = std::mem::size_of::<Segment>().div_ceil(4096) * 4096;
+
+#[inline]
+pub fn bucket_of(ns: u64) -> usize {
+    let b = (ns / 100) as usize;
+    if b < HIST_LINEAR {
+        return b;
+    }
+    let over = ns / (HIST_LINEAR as u64 * 100);
+    (HIST_LINEAR + (63 - over.leading_zeros() as usize)).min(HIST_BUCKETS - 1)
+}
+
+/// The lower edge of a bucket in microseconds.
+pub fn bucket_us(b: usize) -> f64 {
+    if b < HIST_LINEAR {
+        return b as f64 / 10.0;
+    }
+    (HIST_LINEAR as f64 / 10.0) * (1u64 << (b - HIST_LINEAR)) as f64
+}
+
+fn encode(name: &str) -> [u64; NAME_LEN / 8] {
+    let mut b = [0u8; NAME_LEN];
+    let n = name.len().min(NAME_LEN - 1);
+    b[..n].copy_from_slice(&name.as_bytes()[..n]);
+    let mut w = [0u64; NAME_LEN / 8];
+    for (i, c) in b.chunks_exact(8).enumerate() {
+        w[i] = u64::from_le_bytes(c.try_into().unwrap());
+    }
+    w
+}
+
+fn decode(w: &[u64]) -> String {
+    let mut b = Vec::new();
+    for x in w {
+        b.extend_from_slice(&x.to_le_bytes());
+    }
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+impl Segment {
+    pub fn init(&self, budget: u64, covers_pool: bool) {
+        self.budget_bytes.store(budget, Relaxed);
+        self.budget_covers_pool.store(covers_pool as u64, Relaxed);
+        self.magic.store(MAGIC, Relaxed);
+    }
+
+    pub fn record_fault(&self, ns: u64) {
+        self.faults.fetch_add(1, Relaxed);
+        self.hist[bucket_of(ns)].fetch_add(1, Relaxed);
+    }
+
+    /// Pages charged to the budget right now.
+    #[inline]
+    pub fn charged_pages(&self) -> i64 {
+        let r = self.resident_pages.load(Relaxed);
+        if self.budget_covers_pool.load(Relaxed) != 0 {
+            r + self.pool_pages.load(Relaxed)
+        } else {
+            r
+        }
+    }
+
+    /// Asks every process of the tree to reclaim (a shared futex word in the memfd).
+    pub fn request_reclaim(&self) {
+        self.reclaim_req.fetch_add(1, Relaxed);
+        // SAFETY: FUTEX_WAKE on a word of the shared mapping (non-private: other processes).
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                &self.reclaim_req as *const AtomicU32,
+                libc::FUTEX_WAKE,
+                i32::MAX,
+            );
+        }
+    }
+
+    /// Waits up to `ms` for a reclaim request after `seen`.
+    pub fn wait_reclaim(&self, seen: u32, ms: u64) {
+        let ts = libc::timespec {
+            tv_sec: (ms / 1000) as i64,
+            tv_nsec: ((ms % 1000) * 1_000_000) as i64,
+        };
+        // SAFETY: FUTEX_WAIT on a word of the shared mapping with a timeout.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                &self.reclaim_req as *const AtomicU32,
+                libc::FUTEX_WAIT,
+                seen,
+                &ts as *const libc::timespec,
+            );
+        }
+    }
+
+    /// Claims a process slot for `pid` (None when all are taken: the process is then not
+    /// collected if it dies unretired).
+    pub fn claim_slot(&self, pid: i32) -> Option<usize> {
+        self.procs
+            .iter()
+            .position(|p| p.pid.compare_exchange(0, pid, Relaxed, Relaxed).is_ok())
+    }
+
+    /// Takes processes that died without retiring off the totals (their last published charge).
+    pub fn collect_dead(&self, me: i32) {
+        for p in &self.procs {
+            let pid = p.pid.load(Relaxed);
+            if pid == 0 || pid == me {
+                continue;
+            }
+            // SAFETY: signal 0 only checks that the process exists.
+            let gone = unsafe { libc::kill(pid, 0) } != 0 && crate::sys::errno() == libc::ESRCH;
+            if gone && p.pid.compare_exchange(pid, 0, Relaxed, Relaxed).is_ok() {
+                self.resident_pages
+                    .fetch_sub(p.charged.swap(0, Relaxed), Relaxed);
+                self.pool_pages.fetch_sub(p.pool.swap(0, Relaxed), Relaxed);
+                self.processes.fetch_sub(1, Relaxed);
+            }
+        }
+    }
+
+    pub fn note_peak(&self) {
+        let c = self.charged_pages().max(0) as u64;
+        self.peak_charged_pages.fetch_max(c, Relaxed);
+    }
+
+    /// Adds `v` to the counter named `name` (claiming a free cell for a new name).
+    pub fn add_counter(&self, name: &str, v: u64) {
+        let key = encode(name);
+        for c in &self.counters {
+            loop {
+                match c.claim.load(std::sync::atomic::Ordering::Acquire) {
+                    0 => {
+                        if c.claim.compare_exchange(0, 1, Relaxed, Relaxed).is_ok() {
+                            for (slot, k) in c.name.iter().zip(key) {
+                                slot.store(k, Relaxed);
+                            }
+                            c.claim.store(2, std::sync::atomic::Ordering::Release);
+                        }
+                    }
+                    1 => std::hint::spin_loop(),
+                    _ => break,
+                }
+            }
+            if c.name.iter().zip(key).all(|(s, k)| s.load(Relaxed) == k) {
+                c.value.fetch_add(v, Relaxed);
+                return;
+            }
+        }
+    }
+
+    /// Every named counter, in claim order.
+    pub fn counters(&self) -> Vec<(String, u64)> {
+        self.counters
+            .iter()
+            .filter(|c| c.claim.load(std::sync::atomic::Ordering::Acquire) == 2)
+            .map(|c| {
+                let w: Vec<u64> = c.name.iter().map(|x| x.load(Relaxed)).collect();
+                (decode(&w), c.value.load(Relaxed))
+            })
+            .collect()
+    }
+
+    /// The latency at quantile `q` (0..1) in microseconds, from the histogram.
+    pub fn quantile_us(&self, q: f64) -> f64 {
+        let counts: Vec<u64> = self.hist.iter().map(|h| h.load(Relaxed)).collect();
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return 0.0;
+        }
+        let want = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut acc = 0;
+        for (b, c) in counts.iter().enumerate() {
+            acc += c;
+            if acc >= want {
+                // Middle of the bucket.
+                let lo = bucket_us(b);
+                let hi = if b + 1 < HIST_BUCKETS {
+                    bucket_us(b + 1)
+                } else {
+                    lo
+                };
+                return (lo + hi) / 2.0;
+            }
+        }
+        0.0
+    }
+}
+
+/// Is `fd` open on a file of the segment's size (the run's memfd)?
+pub fn is_segment_fd(fd: i32) -> bool {
+    // SAFETY: fstat fills the struct for a valid fd, fails otherwise.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut st) == 0 && st.st_size as usize == SEGMENT_BYTES
+    }
+}
+
+/// Maps the segment of the fd in `UZSWAP_SHM_FD`, or a private one when there is none (the
+/// library preloaded by hand). Never returns a managed mapping.
+pub fn map_segment(fd: Option<i32>) -> Result<&'static Segment, i32> {
+    let addr = match fd {
+        Some(fd) => {
+            // SAFETY: a new shared mapping of the memfd at a kernel-chosen address.
+            unsafe {
+                crate::sys::raw_mmap(
+                    0,
+                    SEGMENT_BYTES,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd,
+                    0,
+                )?
+            }
+        }
+        None => crate::sys::map_anon(SEGMENT_BYTES)?,
+    };
+    // SAFETY: the mapping is SEGMENT_BYTES long, page-aligned, zero or initialised by another
+    // process with the same layout, only ever accessed through atomics, and never unmapped.
+    Ok(unsafe { &*(addr as *const Segment) })
+}

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: MIT
+//! Raw system calls and per-thread state of the pager's own code.
+//!
+//! The preload library exports `mmap`, `munmap`, `madvise`, `read`, ... so a libc call made from
+//! inside the library would land in its own wrapper. The pager therefore maps and unmaps its
+//! memory with raw system calls, and marks the threads running its code (`InPager`) so that the
+//! wrappers pass calls made by code it calls (zsmalloc's arena, the swap file's `pwrite`) straight
+//! through.
+
+use std::cell::Cell;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+thread_local! {
+    /// Set while this thread runs pager code (fault handler, eviction, wrappers' bookkeeping).
+    /// Const-initialised and without a destructor, so touching it never allocates.
+    static IN_PAGER: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Is this thread inside pager code (so a libc call it makes is the pager's own)?
+#[inline]
+pub fn in_pager() -> bool {
+    IN_PAGER.with(|c| c.get() != 0)
+}
+
+/// Marks the current thread as running pager code until dropped (nests).
+pub struct InPager(());
+
+impl InPager {
+    #[inline]
+    pub fn enter() -> InPager {
+        IN_PAGER.with(|c| c.set(c.get() + 1));
+        InPager(())
+    }
+}
+
+impl Drop for InPager {
+    #[inline]
+    fn drop(&mut self) {
+        IN_PAGER.with(|c| c.set(c.get() - 1));
+    }
+}
+
+/// Blocks every signal of the calling thread until dropped. Pager code that takes locks or
+/// allocates runs under it, so that no signal handler of the program can interrupt it, fault on
+/// managed memory and re-enter the pager on the same thread while a lock is held.
+pub struct SigBlock {
+    old: libc::sigset_t,
+}
+
+impl SigBlock {
+    #[inline]
+    pub fn new() -> SigBlock {
+        // SAFETY: sigset_t is plain data; sigfillset/rt_sigprocmask only write the sets we pass.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &all as *const libc::sigset_t,
+                &mut old as *mut libc::sigset_t,
+                8usize,
+            );
+            SigBlock { old }
+        }
+    }
+}
+
+impl Default for SigBlock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for SigBlock {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new`.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigprocmask,
+                libc::SIG_SETMASK,
+                &self.old as *const libc::sigset_t,
+                std::ptr::null_mut::<libc::sigset_t>(),
+                8usize,
+            );
+        }
+    }
+}
+
+/// Saves errno on creation and restores it on drop (signal handlers and wrappers must not
+/// change the program's errno except where the wrapped call sets it).
+pub struct ErrnoGuard(i32);
+
+impl ErrnoGuard {
+    #[inline]
+    pub fn new() -> ErrnoGuard {
+        ErrnoGuard(errno())
+    }
+}
+
+impl Default for ErrnoGuard {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for ErrnoGuard {
+    #[inline]
+    fn drop(&mut self) {
+        set_errno(self.0)
+    }
+}
+
+#[inline]
+pub fn errno() -> i32 {
+    // SAFETY: __errno_location returns this thread's errno slot.
+    unsafe { *libc::__errno_location() }
+}
+
+#[inline]
+pub fn set_errno(e: i32) {
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = e }
+}
+
+/// A raw system call result: `Ok(value)` or `Err(errno)`.
+#[inline]
+fn check(r: libc::c_long) -> Result<usize, i32> {
+    if r < 0 {
+        Err(errno())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// `mmap(2)` as a raw system call (never the preload library's wrapper).
+///
+/// # Safety
+/// As `mmap(2)`: with `MAP_FIXED` the caller must own `addr..addr+len`.
+pub unsafe fn raw_mmap(
+    addr: usize,
+    len: usize,
+    prot: i32,
+    flags: i32,
+    fd: i32,
+    off: i64,
+) -> Result<usize, i32> {
+    // SAFETY: forwarded under the caller's contract.
+    check(unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) })
+}
+
+/// `munmap(2)` as a raw system call.
+///
+/// # Safety
+/// The caller must own the range: nothing may use it afterwards.
+pub unsafe fn raw_munmap(addr: usize, len: usize) -> Result<(), i32> {
+    // SAFETY: forwarded under the caller's contract.
+    check(unsafe { libc::syscall(libc::SYS_munmap, addr, len) }).map(|_| ())
+}
+
+/// `madvise(2)` as a raw system call.
+///
+/// # Safety
+/// Destructive advice (`MADV_DONTNEED`, ...) must only be given for memory whose content the
+/// caller may discard.
+pub unsafe fn raw_madvise(addr: usize, len: usize, advice: i32) -> Result<(), i32> {
+    // SAFETY: forwarded under the caller's contract.
+    check(unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) }).map(|_| ())
+}
+
+/// `mremap(2)` as a raw system call.
+///
+/// # Safety
+/// As `mremap(2)`: the caller owns both ranges.
+pub unsafe fn raw_mremap(
+    old: usize,
+    old_len: usize,
+    new_len: usize,
+    flags: i32,
+    new_addr: usize,
+) -> Result<usize, i32> {
+    // SAFETY: forwarded under the caller's contract.
+    check(unsafe { libc::syscall(libc::SYS_mremap, old, old_len, new_len, flags, new_addr) })
+}
+
+/// Anonymous private memory for the pager's own use (never managed, never wrapped).
+pub fn map_anon(len: usize) -> Result<usize, i32> {
+    // SAFETY: a fresh mapping at an address the kernel chooses overlaps nothing.
+    unsafe {
+        raw_mmap(
+            0,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    }
+}
+
+/// Monotonic nanoseconds (vDSO, async-signal-safe).
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[inline]
+pub fn gettid() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+#[inline]
+pub fn getpid() -> i32 {
+    // SAFETY: no arguments.
+    unsafe { libc::syscall(libc::SYS_getpid) as i32 }
+}
+
+/// A libc function found with `dlsym(RTLD_NEXT)`: the definition the preload library's
+/// wrapper of the same name hides. Resolved on first use and cached.
+pub struct NextSym {
+    name: &'static CStr,
+    ptr: AtomicPtr<libc::c_void>,
+}
+
+impl NextSym {
+    pub const fn new(name: &'static CStr) -> NextSym {
+        NextSym {
+            name,
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The address of the next definition (null if there is none).
+    pub fn get(&self) -> *mut libc::c_void {
+        let p = self.ptr.load(Ordering::Acquire);
+        if !p.is_null() {
+            return p;
+        }
+        // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT searches after this object.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) };
+        self.ptr.store(p, Ordering::Release);
+        p
+    }
+}
+
+/// Writes a message to stderr with one `write(2)` system call (async-signal-safe, no
+/// allocation): for fatal conditions inside the fault path.
+pub fn raw_stderr(msg: &[u8]) {
+    // SAFETY: writes from a valid slice.
+    unsafe {
+        libc::syscall(libc::SYS_write, 2, msg.as_ptr(), msg.len());
+    }
+}

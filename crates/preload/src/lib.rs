@@ -1,0 +1,1032 @@
+// SPDX-License-Identifier: MIT
+//! libuzswap_preload.so: the library `uzswap run` preloads into the program.
+//!
+//! Thin by design: the exported libc symbols below forward to `uzswap_pager::hooks`, which
+//! holds their logic. What lives here is what must be in the shared object itself: the
+//! constructor and destructor, the program's malloc (mimalloc, over one large managed arena)
+//! with its dispatch, and this library's own Rust allocator (glibc's malloc, which gets its
+//! memory through glibc-internal `__mmap`/`__sbrk` and so is never managed).
+//!
+//! **Malloc dispatch.** The program's allocations come from mimalloc in a managed arena.
+//! Allocations made *by libc itself* (stdio buffers, `opendir`, `getaddrinfo`, ...) go to
+//! glibc's own malloc instead: libc fills them with internal system calls the wrappers can't
+//! see, which would fail with EFAULT on an evicted page. The caller is told apart by the
+//! return address (the naked entry points pass it on); `free`/`realloc` dispatch by address.
+
+extern crate libmimalloc_sys;
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+
+use uzswap_pager::hooks::{self, ExecGuard, Pinned};
+use uzswap_pager::sys::{self, NextSym, SigBlock};
+use uzswap_pager::{signals, warm_thread};
+
+extern "C" {
+    fn __libc_malloc(n: usize) -> *mut c_void;
+    fn __libc_calloc(n: usize, m: usize) -> *mut c_void;
+    fn __libc_realloc(p: *mut c_void, n: usize) -> *mut c_void;
+    fn __libc_memalign(a: usize, n: usize) -> *mut c_void;
+    fn __libc_free(p: *mut c_void);
+    fn mi_malloc(n: usize) -> *mut c_void;
+    fn mi_calloc(n: usize, m: usize) -> *mut c_void;
+    fn mi_realloc(p: *mut c_void, n: usize) -> *mut c_void;
+    fn mi_malloc_aligned(n: usize, a: usize) -> *mut c_void;
+    fn mi_free(p: *mut c_void);
+    fn mi_usable_size(p: *const c_void) -> usize;
+    fn mi_option_set(o: c_int, v: libc::c_long);
+    fn mi_manage_os_memory_ex(
+        start: *mut c_void,
+        size: usize,
+        committed: bool,
+        large: bool,
+        zero: bool,
+        numa: c_int,
+        exclusive: bool,
+        id: *mut *mut c_void,
+    ) -> bool;
+    static environ: *const *const c_char;
+}
+
+// ---------------------------------------------------------------- this library's allocator
+
+/// The pager's own allocations: glibc's malloc, never managed.
+struct LibcAlloc;
+
+// SAFETY: glibc's allocator returns memory of at least the requested size and alignment
+// (memalign for alignments above 16), and frees only what it returned.
+unsafe impl std::alloc::GlobalAlloc for LibcAlloc {
+    unsafe fn alloc(&self, l: std::alloc::Layout) -> *mut u8 {
+        // SAFETY: plain glibc calls.
+        unsafe {
+            if l.align() <= 16 {
+                __libc_malloc(l.size()).cast()
+            } else {
+                __libc_memalign(l.align(), l.size()).cast()
+            }
+        }
+    }
+    unsafe fn alloc_zeroed(&self, l: std::alloc::Layout) -> *mut u8 {
+        // calloc hands out fresh mappings for large blocks without touching them (the swap
+        // file's slot table is 8 bytes per slot, mostly never used).
+        // SAFETY: plain glibc calls.
+        unsafe {
+            if l.align() <= 16 {
+                __libc_calloc(1, l.size()).cast()
+            } else {
+                let p = __libc_memalign(l.align(), l.size()).cast::<u8>();
+                if !p.is_null() {
+                    std::ptr::write_bytes(p, 0, l.size());
+                }
+                p
+            }
+        }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, _l: std::alloc::Layout) {
+        // SAFETY: p came from alloc/realloc above.
+        unsafe { __libc_free(p.cast()) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: std::alloc::Layout, n: usize) -> *mut u8 {
+        // SAFETY: as above; over-aligned blocks are moved by hand.
+        unsafe {
+            if l.align() <= 16 {
+                return __libc_realloc(p.cast(), n).cast();
+            }
+            let q = __libc_memalign(l.align(), n).cast::<u8>();
+            if !q.is_null() {
+                std::ptr::copy_nonoverlapping(p, q, l.size().min(n));
+                __libc_free(p.cast());
+            }
+            q
+        }
+    }
+}
+
+#[global_allocator]
+static ALLOC: LibcAlloc = LibcAlloc;
+
+// ---------------------------------------------------------------- the program's malloc
+
+static READY: AtomicBool = AtomicBool::new(false);
+static HEAP_LO: AtomicUsize = AtomicUsize::new(0);
+static HEAP_HI: AtomicUsize = AtomicUsize::new(0);
+/// Executable ranges of libc and ld.so (callers whose allocations stay unmanaged).
+static SYS_TEXT: [AtomicUsize; 8] = [const { AtomicUsize::new(0) }; 8];
+
+#[inline]
+fn in_heap(p: *mut c_void) -> bool {
+    (p as usize).wrapping_sub(HEAP_LO.load(Relaxed)) < HEAP_HI.load(Relaxed) - HEAP_LO.load(Relaxed)
+}
+
+#[inline]
+fn managed_caller(ra: usize) -> bool {
+    if !READY.load(Relaxed) || sys::in_pager() {
+        return false;
+    }
+    for k in (0..SYS_TEXT.len()).step_by(2) {
+        let lo = SYS_TEXT[k].load(Relaxed);
+        if lo != 0 && ra >= lo && ra < SYS_TEXT[k + 1].load(Relaxed) {
+            return false;
+        }
+    }
+    true
+}
+
+macro_rules! naked_ra {
+    ($name:ident, $impl:ident, $reg:literal, ($($a:ident: $t:ty),*) -> $r:ty) => {
+        /// Exported allocator entry: passes the caller's return address on to the dispatcher.
+        #[no_mangle]
+        #[unsafe(naked)]
+        pub extern "C" fn $name($($a: $t),*) -> $r {
+            core::arch::naked_asm!(concat!("mov ", $reg, ", [rsp]"), "jmp {f}", f = sym $impl)
+        }
+    };
+}
+
+naked_ra!(malloc, malloc_ra, "rsi", (n: usize) -> *mut c_void);
+naked_ra!(calloc, calloc_ra, "rdx", (n: usize, m: usize) -> *mut c_void);
+naked_ra!(realloc, realloc_ra, "rdx", (p: *mut c_void, n: usize) -> *mut c_void);
+naked_ra!(memalign, memalign_ra, "rdx", (a: usize, n: usize) -> *mut c_void);
+naked_ra!(aligned_alloc, memalign_ra, "rdx", (a: usize, n: usize) -> *mut c_void);
+naked_ra!(posix_memalign, posix_memalign_ra, "rcx", (out: *mut *mut c_void, a: usize, n: usize) -> c_int);
+naked_ra!(valloc, valloc_ra, "rsi", (n: usize) -> *mut c_void);
+naked_ra!(pvalloc, pvalloc_ra, "rsi", (n: usize) -> *mut c_void);
+
+extern "C" fn malloc_ra(n: usize, ra: usize) -> *mut c_void {
+    // SAFETY: allocator calls with the caller's size.
+    unsafe {
+        if managed_caller(ra) {
+            mi_malloc(n)
+        } else {
+            __libc_malloc(n)
+        }
+    }
+}
+
+extern "C" fn calloc_ra(n: usize, m: usize, ra: usize) -> *mut c_void {
+    // SAFETY: as above.
+    unsafe {
+        if managed_caller(ra) {
+            mi_calloc(n, m)
+        } else {
+            __libc_calloc(n, m)
+        }
+    }
+}
+
+extern "C" fn realloc_ra(p: *mut c_void, n: usize, ra: usize) -> *mut c_void {
+    if p.is_null() {
+        return malloc_ra(n, ra);
+    }
+    // SAFETY: p belongs to the allocator its address says.
+    unsafe {
+        if in_heap(p) {
+            mi_realloc(p, n)
+        } else {
+            __libc_realloc(p, n)
+        }
+    }
+}
+
+extern "C" fn memalign_ra(a: usize, n: usize, ra: usize) -> *mut c_void {
+    // SAFETY: as above.
+    unsafe {
+        if managed_caller(ra) {
+            mi_malloc_aligned(n, a.max(8))
+        } else {
+            __libc_memalign(a, n)
+        }
+    }
+}
+
+extern "C" fn posix_memalign_ra(out: *mut *mut c_void, a: usize, n: usize, ra: usize) -> c_int {
+    if a % std::mem::size_of::<usize>() != 0 || !a.is_power_of_two() {
+        return libc::EINVAL;
+    }
+    let p = memalign_ra(a, n, ra);
+    if p.is_null() {
+        return libc::ENOMEM;
+    }
+    // SAFETY: the caller's out-pointer.
+    unsafe { *out = p };
+    0
+}
+
+extern "C" fn valloc_ra(n: usize, ra: usize) -> *mut c_void {
+    memalign_ra(4096, n, ra)
+}
+
+extern "C" fn pvalloc_ra(n: usize, ra: usize) -> *mut c_void {
+    memalign_ra(4096, n.div_ceil(4096).max(1) * 4096, ra)
+}
+
+/// # Safety
+/// As `free(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn free(p: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    let _e = sys::ErrnoGuard::new();
+    // SAFETY: p belongs to the allocator its address says.
+    unsafe {
+        if in_heap(p) {
+            mi_free(p)
+        } else {
+            __libc_free(p)
+        }
+    }
+}
+
+/// # Safety
+/// As `cfree`.
+#[no_mangle]
+pub unsafe extern "C" fn cfree(p: *mut c_void) {
+    // SAFETY: forwarded.
+    unsafe { free(p) }
+}
+
+/// # Safety
+/// As `malloc_usable_size(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
+    if p.is_null() {
+        return 0;
+    }
+    // SAFETY: p belongs to the allocator its address says.
+    unsafe {
+        if in_heap(p) {
+            mi_usable_size(p)
+        } else {
+            malloc_usable_size_libc(p)
+        }
+    }
+}
+
+/// glibc's own `malloc_usable_size` (found by dlsym: this library's symbol hides it).
+fn malloc_usable_size_libc(p: *mut c_void) -> usize {
+    static S: NextSym = NextSym::new(c"malloc_usable_size");
+    let f = S.get();
+    if f.is_null() {
+        return 0;
+    }
+    // SAFETY: libc's malloc_usable_size.
+    unsafe { std::mem::transmute::<*mut c_void, extern "C" fn(*mut c_void) -> usize>(f)(p) }
+}
+
+// ---------------------------------------------------------------- constructor / destructor
+
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = uzswap_init;
+
+#[used]
+#[link_section = ".fini_array"]
+static FINI: extern "C" fn() = uzswap_fini;
+
+static THREAD_KEY: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+extern "C" fn uzswap_init() {
+    let _b = SigBlock::new();
+    let strict = std::env::var_os("UZSWAP_STRICT").is_some();
+    if let Err(e) = uzswap_pager::init() {
+        sys::raw_stderr(format!("uzswap: cannot manage this process: {e}\n").as_bytes());
+        if strict {
+            // SAFETY: ending the process before the program runs.
+            unsafe { libc::_exit(125) };
+        }
+        return;
+    }
+    find_sys_text();
+    // SAFETY: plain calls; the key destructor frees a thread's alternate stack.
+    unsafe {
+        let mut key: libc::pthread_key_t = 0;
+        if libc::pthread_key_create(&mut key, Some(thread_gone)) == 0 {
+            THREAD_KEY.store(key as usize, Relaxed);
+        }
+        libc::pthread_atfork(
+            Some(at_fork_prepare),
+            Some(at_fork_parent),
+            Some(at_fork_child),
+        );
+    }
+    drop(_b);
+    setup_heap();
+}
+
+/// Reserves the program's heap arena (managed) and hands it to mimalloc.
+fn setup_heap() {
+    let size: usize = std::env::var("UZSWAP_HEAP_RESERVE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16 << 30);
+    // SAFETY: a fresh private anonymous mapping through the wrapper, so it is managed.
+    let base = unsafe {
+        hooks::mmap(
+            0,
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if base == usize::MAX {
+        sys::raw_stderr(b"uzswap: cannot reserve the heap arena; malloc stays unmanaged\n");
+        return;
+    }
+    // SAFETY: mimalloc takes the range as an arena it owns from now on (committed, zeroed).
+    unsafe {
+        mi_option_set(17, 1); // mi_option_disallow_os_alloc: heap memory only from the arena
+        mi_option_set(43, 0); // mi_option_allow_thp: THP bypasses missing-mode faults
+                              // mimalloc keeps an arena's meta-data inside it and limits that to 512 slices, so a
+                              // 16 GiB arena is too large: one arena per 8 GiB of the reservation.
+        const ARENA: usize = 8 << 30;
+        let mut off = 0;
+        while off + (64 << 20) <= size {
+            let len = ARENA.min(size - off);
+            let mut id: *mut c_void = std::ptr::null_mut();
+            let start = (base + off) as *mut c_void;
+            if !mi_manage_os_memory_ex(start, len, true, false, true, -1, false, &mut id) {
+                if off == 0 {
+                    sys::raw_stderr(
+                        b"uzswap: mimalloc refused the arena; malloc stays unmanaged\n",
+                    );
+                    return;
+                }
+                break;
+            }
+            off += len;
+        }
+    }
+    HEAP_LO.store(base, Relaxed);
+    HEAP_HI.store(base + size, Relaxed);
+    READY.store(true, Relaxed);
+}
+
+/// Records the executable segments of libc and the dynamic loader.
+fn find_sys_text() {
+    unsafe extern "C" fn cb(info: *mut libc::dl_phdr_info, _sz: usize, data: *mut c_void) -> c_int {
+        // SAFETY: the loader passes a valid info struct for each object.
+        unsafe {
+            let i = &*info;
+            if i.dlpi_name.is_null() {
+                return 0;
+            }
+            let name = std::ffi::CStr::from_ptr(i.dlpi_name).to_bytes();
+            let is_sys = name.windows(7).any(|w| w == b"libc.so")
+                || name.windows(9).any(|w| w == b"ld-linux-");
+            if !is_sys {
+                return 0;
+            }
+            let n = &mut *(data as *mut usize);
+            for k in 0..i.dlpi_phnum as usize {
+                let ph = &*i.dlpi_phdr.add(k);
+                if ph.p_type == libc::PT_LOAD
+                    && ph.p_flags & libc::PF_X != 0
+                    && *n + 1 < SYS_TEXT.len()
+                {
+                    let lo = i.dlpi_addr as usize + ph.p_vaddr as usize;
+                    SYS_TEXT[*n].store(lo, Relaxed);
+                    SYS_TEXT[*n + 1].store(lo + ph.p_memsz as usize, Relaxed);
+                    *n += 2;
+                }
+            }
+        }
+        0
+    }
+    let mut n = 0usize;
+    // SAFETY: the callback only reads the loader's structs.
+    unsafe { libc::dl_iterate_phdr(Some(cb), &mut n as *mut usize as *mut c_void) };
+}
+
+extern "C" fn uzswap_fini() {
+    hooks::at_exit();
+}
+
+extern "C" fn at_fork_prepare() {
+    hooks::fork_prepare();
+}
+extern "C" fn at_fork_parent() {
+    hooks::fork_parent();
+}
+extern "C" fn at_fork_child() {
+    hooks::fork_child();
+}
+
+extern "C" fn thread_gone(base: *mut c_void) {
+    signals::free_alt_stack(base as usize);
+}
+
+// ---------------------------------------------------------------- threads
+
+struct Start {
+    f: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+}
+
+extern "C" fn thread_start(p: *mut c_void) -> *mut c_void {
+    // SAFETY: `p` is the Box made by pthread_create below, consumed once here.
+    let s = unsafe { Box::from_raw(p as *mut Start) };
+    {
+        let _b = SigBlock::new();
+        let alt = signals::ensure_alt_stack();
+        let key = THREAD_KEY.load(Relaxed);
+        if key != usize::MAX {
+            // SAFETY: the key exists; its destructor frees the stack at thread exit.
+            unsafe { libc::pthread_setspecific(key as libc::pthread_key_t, alt as *const c_void) };
+        }
+        warm_thread();
+    }
+    let (f, arg) = (s.f, s.arg);
+    {
+        let _b = SigBlock::new();
+        drop(s);
+    }
+    f(arg)
+}
+
+extern "C" fn own_thread_start(p: *mut c_void) -> *mut c_void {
+    std::mem::forget(sys::InPager::enter());
+    // SAFETY: the Box made by pthread_create, consumed once here.
+    let s = unsafe { Box::from_raw(p as *mut Start) };
+    let (f, arg) = (s.f, s.arg);
+    drop(s);
+    f(arg)
+}
+
+type PthreadCreate = unsafe extern "C" fn(
+    *mut libc::pthread_t,
+    *const libc::pthread_attr_t,
+    extern "C" fn(*mut c_void) -> *mut c_void,
+    *mut c_void,
+) -> c_int;
+
+/// Every program thread gets an unmanaged alternate signal stack for the fault path.
+///
+/// # Safety
+/// As `pthread_create(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    t: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    f: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+) -> c_int {
+    static S: NextSym = NextSym::new(c"pthread_create");
+    // SAFETY: libc's pthread_create.
+    let real: PthreadCreate = unsafe { std::mem::transmute(S.get()) };
+    if sys::in_pager() {
+        // A thread of the pager's own (the cache's shrink worker): it runs pager code all its
+        // life, with every signal blocked (inherited from the creating pager code).
+        let boxed = Box::into_raw(Box::new(Start { f, arg }));
+        // SAFETY: forwarded, with our trampoline owning the box.
+        let r = unsafe { real(t, attr, own_thread_start, boxed.cast()) };
+        if r != 0 {
+            // SAFETY: the thread was not created; the box is still ours.
+            drop(unsafe { Box::from_raw(boxed) });
+        }
+        return r;
+    }
+    if uzswap_pager::pager().is_none() {
+        // SAFETY: forwarded.
+        return unsafe { real(t, attr, f, arg) };
+    }
+    let boxed = {
+        let _b = SigBlock::new();
+        Box::into_raw(Box::new(Start { f, arg }))
+    };
+    // SAFETY: forwarded, with our trampoline owning the box.
+    let r = unsafe { real(t, attr, thread_start, boxed.cast()) };
+    if r != 0 {
+        let _b = SigBlock::new();
+        // SAFETY: the thread was not created; the box is still ours.
+        drop(unsafe { Box::from_raw(boxed) });
+    }
+    r
+}
+
+// ---------------------------------------------------------------- memory mappings
+
+/// # Safety
+/// As `mmap(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn mmap(
+    a: *mut c_void,
+    l: usize,
+    pr: c_int,
+    fl: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
+    // SAFETY: forwarded.
+    unsafe { hooks::mmap(a as usize, l, pr, fl, fd, off) as *mut c_void }
+}
+
+/// # Safety
+/// As `mmap(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(
+    a: *mut c_void,
+    l: usize,
+    pr: c_int,
+    fl: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
+    // SAFETY: forwarded.
+    unsafe { hooks::mmap(a as usize, l, pr, fl, fd, off) as *mut c_void }
+}
+
+/// # Safety
+/// As `munmap(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn munmap(a: *mut c_void, l: usize) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { hooks::munmap(a as usize, l) }
+}
+
+/// # Safety
+/// As `madvise(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn madvise(a: *mut c_void, l: usize, adv: c_int) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { hooks::madvise(a as usize, l, adv) }
+}
+
+/// # Safety
+/// As `posix_madvise(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn posix_madvise(a: *mut c_void, l: usize, adv: c_int) -> c_int {
+    // POSIX_MADV_DONTNEED is a no-op in glibc; only the other hints reach the kernel.
+    if adv == libc::POSIX_MADV_DONTNEED {
+        return 0;
+    }
+    // SAFETY: forwarded.
+    match unsafe { hooks::madvise(a as usize, l, adv) } {
+        0 => 0,
+        _ => sys::errno(),
+    }
+}
+
+/// # Safety
+/// As `mremap(2)` (the fifth argument is read only with MREMAP_FIXED).
+#[no_mangle]
+pub unsafe extern "C" fn mremap(
+    a: *mut c_void,
+    ol: usize,
+    nl: usize,
+    fl: c_int,
+    na: *mut c_void,
+) -> *mut c_void {
+    let na = if fl & libc::MREMAP_FIXED != 0 {
+        na as usize
+    } else {
+        0
+    };
+    // SAFETY: forwarded.
+    unsafe { hooks::mremap(a as usize, ol, nl, fl, na) as *mut c_void }
+}
+
+// ---------------------------------------------------------------- signals
+
+/// # Safety
+/// As `sigaction(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(
+    sig: c_int,
+    act: *const libc::sigaction,
+    old: *mut libc::sigaction,
+) -> c_int {
+    if sig == libc::SIGBUS && signals::installed() {
+        // SAFETY: forwarded.
+        return unsafe { signals::user_sigaction(act, old) };
+    }
+    if act.is_null() || !signals::installed() {
+        // SAFETY: forwarded.
+        return unsafe { signals::real_sigaction(sig, act, old) };
+    }
+    // SAFETY: a copy of the caller's action with SIGBUS unblocked in its mask.
+    unsafe {
+        let mut a = *act;
+        signals::strip_sigbus(&mut a.sa_mask);
+        signals::real_sigaction(sig, &a, old)
+    }
+}
+
+/// # Safety
+/// As `signal(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+    if sig == libc::SIGBUS && signals::installed() {
+        return signals::user_signal(h);
+    }
+    static S: NextSym = NextSym::new(c"signal");
+    // SAFETY: libc's signal.
+    unsafe {
+        let f: extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandler_t =
+            std::mem::transmute(S.get());
+        f(sig, h)
+    }
+}
+
+/// # Safety
+/// As `sigprocmask(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn sigprocmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    static S: NextSym = NextSym::new(c"sigprocmask");
+    // SAFETY: libc's sigprocmask, with SIGBUS stripped from the set.
+    unsafe {
+        let f: extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int =
+            std::mem::transmute(S.get());
+        match hooks::filter_mask(set) {
+            Some(s) if how != libc::SIG_UNBLOCK => f(how, &s, old),
+            _ => f(how, set, old),
+        }
+    }
+}
+
+/// # Safety
+/// As `pthread_sigmask(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_sigmask(
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    static S: NextSym = NextSym::new(c"pthread_sigmask");
+    // SAFETY: libc's pthread_sigmask, with SIGBUS stripped from the set.
+    unsafe {
+        let f: extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int =
+            std::mem::transmute(S.get());
+        match hooks::filter_mask(set) {
+            Some(s) if how != libc::SIG_UNBLOCK => f(how, &s, old),
+            _ => f(how, set, old),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- system calls with buffers
+
+macro_rules! io_wrap {
+    ($name:ident ($($a:ident: $t:ty),*) -> $r:ty; |$pins:ident| $pin:block) => {
+        /// Pins its user buffers for the call (see `uzswap_pager::hooks`).
+        ///
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> $r {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) });
+            let mut $pins = Pinned::none();
+            #[allow(unused_unsafe)]
+            // SAFETY: the caller's buffers, as the libc function takes them.
+            unsafe { $pin }
+            // SAFETY: the libc function of the same name and signature.
+            unsafe {
+                let f: unsafe extern "C" fn($($t),*) -> $r = std::mem::transmute(S.get());
+                f($($a),*)
+            }
+        }
+    };
+}
+
+io_wrap!(readv(fd: c_int, v: *const libc::iovec, c: c_int) -> isize; |p| { p.add_iov(v, c) });
+io_wrap!(writev(fd: c_int, v: *const libc::iovec, c: c_int) -> isize; |p| { p.add_iov(v, c) });
+io_wrap!(preadv(fd: c_int, v: *const libc::iovec, c: c_int, o: i64) -> isize; |p| { p.add_iov(v, c) });
+io_wrap!(pwritev(fd: c_int, v: *const libc::iovec, c: c_int, o: i64) -> isize; |p| { p.add_iov(v, c) });
+io_wrap!(preadv64(fd: c_int, v: *const libc::iovec, c: c_int, o: i64) -> isize; |p| { p.add_iov(v, c) });
+io_wrap!(pwritev64(fd: c_int, v: *const libc::iovec, c: c_int, o: i64) -> isize; |p| { p.add_iov(v, c) });
+io_wrap!(recv(fd: c_int, b: *mut c_void, n: usize, fl: c_int) -> isize; |p| { p.add(b, n) });
+io_wrap!(send(fd: c_int, b: *const c_void, n: usize, fl: c_int) -> isize; |p| { p.add(b, n) });
+io_wrap!(recvfrom(fd: c_int, b: *mut c_void, n: usize, fl: c_int, a: *mut libc::sockaddr, al: *mut libc::socklen_t) -> isize;
+    |p| { p.add(b, n); p.add(al.cast(), 4); if !al.is_null() { p.add(a.cast(), *al as usize) } });
+io_wrap!(sendto(fd: c_int, b: *const c_void, n: usize, fl: c_int, a: *const libc::sockaddr, al: libc::socklen_t) -> isize;
+    |p| { p.add(b, n); p.add(a.cast(), al as usize) });
+io_wrap!(recvmsg(fd: c_int, m: *mut libc::msghdr, fl: c_int) -> isize; |p| { p.add_msg(m) });
+io_wrap!(sendmsg(fd: c_int, m: *const libc::msghdr, fl: c_int) -> isize; |p| { p.add_msg(m) });
+io_wrap!(poll(f: *mut libc::pollfd, n: libc::nfds_t, t: c_int) -> c_int;
+    |p| { p.add(f.cast(), n as usize * std::mem::size_of::<libc::pollfd>()) });
+io_wrap!(epoll_wait(e: c_int, ev: *mut libc::epoll_event, n: c_int, t: c_int) -> c_int;
+    |p| { p.add(ev.cast(), n.max(0) as usize * std::mem::size_of::<libc::epoll_event>()) });
+io_wrap!(getrandom(b: *mut c_void, n: usize, fl: u32) -> isize; |p| { p.add(b, n) });
+
+/// Buffers above this size are read and written in pieces of it (regular files only, where a
+/// loop of calls returns what one call would): a pinned buffer is resident for the whole call,
+/// and a 1 GiB `read` must not pin 1 GiB over the budget.
+const CHUNK: usize = 1 << 20;
+
+fn is_regular(fd: c_int) -> bool {
+    // SAFETY: fstat fills the struct or fails.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFREG
+    }
+}
+
+/// Runs `op(offset, len)` over `[0, n)` in pinned pieces of `CHUNK` bytes until it returns
+/// short, 0 or an error (then: the bytes done so far, or the error if none).
+fn chunked(buf: *const c_void, n: usize, mut op: impl FnMut(usize, usize) -> isize) -> isize {
+    let mut done = 0usize;
+    while done < n {
+        let len = CHUNK.min(n - done);
+        let mut pins = Pinned::none();
+        pins.add((buf as usize + done) as *const c_void, len);
+        let r = op(done, len);
+        drop(pins);
+        if r < 0 {
+            return if done > 0 { done as isize } else { r };
+        }
+        done += r as usize;
+        if (r as usize) < len {
+            break;
+        }
+    }
+    done as isize
+}
+
+macro_rules! rw_wrap {
+    ($name:ident, $ptr:ty, $($off:ident)?) => {
+        /// Pins its buffer for the call, in 1 MiB pieces for regular files.
+        ///
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, b: $ptr, n: usize $(, $off: i64)?) -> isize {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) });
+            let f: unsafe extern "C" fn(c_int, $ptr, usize $(, rw_wrap!(@t $off))?) -> isize =
+                // SAFETY: libc's function of this name and signature.
+                unsafe { std::mem::transmute(S.get()) };
+            let managed = uzswap_pager::pager()
+                .is_some_and(|p| !sys::in_pager() && p.maybe_managed(b as usize, n));
+            if n > CHUNK && managed && is_regular(fd) {
+                return chunked(b as *const c_void, n, |o, l| {
+                    // SAFETY: a piece of the caller's buffer (and offset).
+                    unsafe { f(fd, (b as usize + o) as $ptr, l $(, $off + o as i64)?) }
+                });
+            }
+            let mut pins = Pinned::none();
+            pins.add(b as *const c_void, n);
+            // SAFETY: forwarded.
+            unsafe { f(fd, b, n $(, $off)?) }
+        }
+    };
+    (@t $off:ident) => { i64 };
+}
+
+rw_wrap!(read, *mut c_void,);
+rw_wrap!(write, *const c_void,);
+rw_wrap!(pread, *mut c_void, off);
+rw_wrap!(pread64, *mut c_void, off);
+rw_wrap!(pwrite, *const c_void, off);
+rw_wrap!(pwrite64, *const c_void, off);
+
+macro_rules! stdio_wrap {
+    ($name:ident, $ptr:ty) => {
+        /// Pins its buffer for the call, in 1 MiB pieces (stdio loops over them exactly as
+        /// one call would).
+        ///
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            b: $ptr,
+            size: usize,
+            nmemb: usize,
+            fp: *mut libc::FILE,
+        ) -> usize {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe {
+                    std::ffi::CStr::from_bytes_with_nul_unchecked(
+                        concat!(stringify!($name), "\0").as_bytes(),
+                    )
+                },
+            );
+            let f: unsafe extern "C" fn($ptr, usize, usize, *mut libc::FILE) -> usize =
+                // SAFETY: libc's function of this name and signature.
+                unsafe { std::mem::transmute(S.get()) };
+            let total = size.saturating_mul(nmemb);
+            let managed = uzswap_pager::pager()
+                .is_some_and(|p| !sys::in_pager() && p.maybe_managed(b as usize, total));
+            if total > CHUNK && managed && size > 0 {
+                let r = chunked(b as *const c_void, total, |o, l| {
+                    // SAFETY: a piece of the caller's buffer, as bytes.
+                    unsafe { f((b as usize + o) as $ptr, 1, l, fp) as isize }
+                });
+                return r.max(0) as usize / size;
+            }
+            let mut pins = Pinned::none();
+            pins.add(b as *const c_void, total);
+            // SAFETY: forwarded.
+            unsafe { f(b, size, nmemb, fp) }
+        }
+    };
+}
+
+stdio_wrap!(fread, *mut c_void);
+stdio_wrap!(fwrite, *const c_void);
+
+// ---------------------------------------------------------------- exec, spawn, exit
+
+type Execve =
+    unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
+
+/// # Safety
+/// As `execve(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn execve(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    static S: NextSym = NextSym::new(c"execve");
+    // SAFETY: forwarded with argv/envp resident.
+    unsafe {
+        let _g = ExecGuard::new(argv, envp);
+        let f: Execve = std::mem::transmute(S.get());
+        f(path, argv, envp)
+    }
+}
+
+/// # Safety
+/// As `execv(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { execve(path, argv, environ) }
+}
+
+/// # Safety
+/// As `execvpe(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(
+    file: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    static S: NextSym = NextSym::new(c"execvpe");
+    // SAFETY: forwarded with argv/envp resident.
+    unsafe {
+        let _g = ExecGuard::new(argv, envp);
+        let f: Execve = std::mem::transmute(S.get());
+        f(file, argv, envp)
+    }
+}
+
+/// # Safety
+/// As `execvp(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: *const *const c_char) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { execvpe(file, argv, environ) }
+}
+
+/// # Safety
+/// As `fexecve(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn fexecve(
+    fd: c_int,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    static S: NextSym = NextSym::new(c"fexecve");
+    // SAFETY: forwarded with argv/envp resident.
+    unsafe {
+        let _g = ExecGuard::new(argv, envp);
+        let f: unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int =
+            std::mem::transmute(S.get());
+        f(fd, argv, envp)
+    }
+}
+
+type Spawn = unsafe extern "C" fn(
+    *mut libc::pid_t,
+    *const c_char,
+    *const c_void,
+    *const c_void,
+    *const *const c_char,
+    *const *const c_char,
+) -> c_int;
+
+unsafe fn spawn(
+    s: &NextSym,
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    fa: *const c_void,
+    at: *const c_void,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    // The child runs in our memory (CLONE_VM) with default signal handlers until it execs:
+    // everything it reads must be resident and stay so.
+    let mut pins = Pinned::none();
+    // SAFETY: the caller's posix_spawn arguments.
+    unsafe {
+        pins.add_strv(argv);
+        pins.add_strv(envp);
+        pins.add(fa, std::mem::size_of::<libc::posix_spawn_file_actions_t>());
+        pins.add(at, std::mem::size_of::<libc::posix_spawnattr_t>());
+        pins.add(pid.cast(), 4);
+    }
+    let p = uzswap_pager::pager();
+    if let Some(p) = p {
+        p.pause();
+    }
+    // SAFETY: libc's posix_spawn(p).
+    let r = unsafe {
+        std::mem::transmute::<*mut c_void, Spawn>(s.get())(pid, path, fa, at, argv, envp)
+    };
+    if let Some(p) = p {
+        p.resume();
+    }
+    drop(pins);
+    r
+}
+
+/// # Safety
+/// As `posix_spawn(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawn(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    fa: *const c_void,
+    at: *const c_void,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    static S: NextSym = NextSym::new(c"posix_spawn");
+    // SAFETY: forwarded.
+    unsafe { spawn(&S, pid, path, fa, at, argv, envp) }
+}
+
+/// # Safety
+/// As `posix_spawnp(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn posix_spawnp(
+    pid: *mut libc::pid_t,
+    path: *const c_char,
+    fa: *const c_void,
+    at: *const c_void,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+) -> c_int {
+    static S: NextSym = NextSym::new(c"posix_spawnp");
+    // SAFETY: forwarded.
+    unsafe { spawn(&S, pid, path, fa, at, argv, envp) }
+}
+
+/// `_exit` skips the destructors: hand the counters over first.
+#[no_mangle]
+pub extern "C" fn _exit(status: c_int) -> ! {
+    hooks::at_exit();
+    // SAFETY: ends the process.
+    unsafe {
+        libc::syscall(libc::SYS_exit_group, status);
+    }
+    unreachable!()
+}
+
+/// As `_exit`.
+#[no_mangle]
+pub extern "C" fn _Exit(status: c_int) -> ! {
+    _exit(status)
+}
+
+// ---------------------------------------------------------------- thread-local destructors
+
+/// Thread-local destructors registered by the pager's own code are dropped, never run: the
+/// fault path needs its thread-locals (compression contexts, buffers) for as long as the
+/// thread can touch managed memory, and that includes the program's own exit-time code
+/// (other thread-local destructors, pthread key destructors, `atexit` handlers, mimalloc's
+/// thread teardown), which runs after them. The cost is a few KiB per exited thread.
+///
+/// # Safety
+/// As glibc's `__cxa_thread_atexit_impl`.
+#[no_mangle]
+pub unsafe extern "C" fn __cxa_thread_atexit_impl(
+    dtor: unsafe extern "C" fn(*mut c_void),
+    obj: *mut c_void,
+    dso: *mut c_void,
+) -> c_int {
+    if sys::in_pager() {
+        return 0;
+    }
+    static S: NextSym = NextSym::new(c"__cxa_thread_atexit_impl");
+    // SAFETY: glibc's implementation, same signature.
+    unsafe {
+        let f: unsafe extern "C" fn(
+            unsafe extern "C" fn(*mut c_void),
+            *mut c_void,
+            *mut c_void,
+        ) -> c_int = std::mem::transmute(S.get());
+        f(dtor, obj, dso)
+    }
+}

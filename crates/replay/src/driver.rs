@@ -1,0 +1,993 @@
+// SPDX-License-Identifier: MIT
+//! The replay driver: a simulated page table per cgroup in front of the reclaim engine
+//! (`uzswap-mm`) and a real cache (`uzswap-zswap` over a real swap file). Every store, load and
+//! device read or write is executed and timed; page contents come from the corpus, and every
+//! page read back is compared with what was written.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use uzswap_backing::SwapFile;
+use uzswap_corpus::Pages;
+use uzswap_mm::{
+    cache, Accounting, Config, Error as MmError, Front, MemCg, Mm, PageId, ReadIn, WriteOut,
+};
+use uzswap_trace::{Content, Event};
+use uzswap_zswap::{CgroupId, Params, Zswap};
+
+use crate::report::{CgroupReport, Report, Sample};
+use crate::ReplayError;
+
+/// The swap area number the replay's swap file uses.
+const AREA: u32 = 0;
+/// Content index of a zero-filled page.
+const ZERO: u32 = u32::MAX;
+/// No page.
+const NONE: u32 = u32::MAX;
+static ZERO_PAGE: [u8; 4096] = [0; 4096];
+
+/// How to replay.
+#[derive(Clone, Debug)]
+pub struct ReplayOptions {
+    /// Cache parameters (`numa_nodes` is forced to 1: the replay is one node).
+    pub params: Params,
+    pub accounting: Accounting,
+    /// Swap slots (the engine's area and the swap file).
+    pub swap_slots: u32,
+    /// Where the swap file is created (an anonymous O_TMPFILE file).
+    pub swap_dir: PathBuf,
+    /// Compare every page read back with what was written.
+    pub verify: bool,
+    /// Latency model of the swap device, added per device read (a fault waits for it) to the
+    /// cgroups' elapsed time; device writes are asynchronous and cost nothing.
+    pub disk_read_latency: Duration,
+    /// Events between timeline samples (0: no timeline).
+    pub timeline_every: u64,
+    /// Charge page tables (one page per 512 pages of address space touched), as the kernel
+    /// charges `GFP_PGTABLE_USER` allocations to the memcg.
+    pub page_tables: bool,
+    /// Wait for the cache's shrink worker after each store that queued it (deterministic).
+    pub sync_shrink: bool,
+    /// Entries of the modelled data TLB per address space (0: none). An access that hits a
+    /// cached translation does not set the PTE's accessed bit, as on x86 (see `Tlb`).
+    pub tlb_entries: usize,
+    /// Period of the memcg statistics flush in kernel time (`FLUSH_TIME`, 2 s; zero: the
+    /// reclaim heuristics that read rstat see exact values). Kernel time is modelled by
+    /// `clock`.
+    pub stats_flush: Duration,
+    /// The kernel-time model that places the statistics flushes.
+    pub clock: KernelClock,
+}
+
+/// How long the kernel takes for what a replay does, to place time-driven kernel behaviour
+/// (the 2 s memcg statistics flush) among the events. Defaults: a regression over `--kernel`
+/// runs of the four built-in workloads on the development VM (2 vCPUs, AMD EPYC, swap file on
+/// a virtio disk) while other builds loaded it; docs/replay-vs-kernel.md.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelClock {
+    /// Per access (including the runner's page copy for writes and minor faults).
+    pub access: Duration,
+    /// Per zswap store or load (with the reclaim scanning around it).
+    pub zswap_op: Duration,
+    /// Per page written to or read from the swap device.
+    pub disk_op: Duration,
+}
+
+impl Default for KernelClock {
+    fn default() -> Self {
+        KernelClock {
+            access: Duration::from_micros(3),
+            zswap_op: Duration::from_micros(27),
+            disk_op: Duration::from_micros(50),
+        }
+    }
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            params: Params::default(),
+            accounting: Accounting::V2,
+            swap_slots: 1 << 20,
+            swap_dir: std::env::temp_dir(),
+            verify: true,
+            disk_read_latency: Duration::ZERO,
+            timeline_every: 0,
+            page_tables: true,
+            sync_shrink: true,
+            tlb_entries: 2048,
+            stats_flush: Duration::from_secs(2),
+            clock: KernelClock::default(),
+        }
+    }
+}
+
+/// Per-cgroup counters the front keeps (by the page's owner).
+#[derive(Clone, Copy, Debug, Default)]
+struct PerCg {
+    zswpout: u64,
+    zswpin: u64,
+    pswpout: u64,
+    pswpin: u64,
+    swpout_zero: u64,
+    swpin_zero: u64,
+    /// Cache time spent on this cgroup's behalf (its faults and its reclaim).
+    cache_ns: u64,
+    /// Modelled device latency its faults waited for.
+    model_ns: u64,
+    events: u64,
+}
+
+struct ReplayFront {
+    z: Zswap,
+    corpus: Arc<Pages>,
+    /// Per page identity: the corpus page it holds, or `ZERO`.
+    content: Vec<u32>,
+    buf: Vec<u8>,
+    /// Engine cgroup number -> cache cgroup.
+    zcg: Vec<CgroupId>,
+    pc: Vec<PerCg>,
+    /// The engine cgroup whose event is being replayed (pays for the cache time).
+    cur: u16,
+    cache_ns: u64,
+    /// Time spent comparing pages read back with what was written (neither engine nor cache).
+    verify_ns: u64,
+    /// (zswap stores + loads, device reads + writes), for the kernel clock.
+    ops: (u64, u64),
+    verify: bool,
+    mismatches: u64,
+    first_mismatch: Option<String>,
+    disk_ns: u64,
+    sync_shrink: bool,
+    shrinker: bool,
+}
+
+impl ReplayFront {
+    #[inline]
+    fn data(&self, page: PageId) -> &[u8] {
+        match self.content.get(page.0 as usize).copied().unwrap_or(ZERO) {
+            ZERO => &ZERO_PAGE,
+            c => self.corpus.page(c as usize % self.corpus.len()),
+        }
+    }
+
+    #[inline]
+    fn charge_time(&mut self, t: Instant) {
+        let ns = t.elapsed().as_nanos() as u64;
+        self.cache_ns += ns;
+        self.pc[self.cur as usize].cache_ns += ns;
+    }
+}
+
+impl ReplayFront {
+    /// (zswap stores + loads, device reads + writes) so far, over all cgroups.
+    fn swap_ops(&self) -> (u64, u64) {
+        self.pc.iter().fold((0, 0), |(z, d), p| {
+            (z + p.zswpout + p.zswpin, d + p.pswpout + p.pswpin)
+        })
+    }
+
+    /// Let the cache's shrink worker run what stores queued during the last event, and wait
+    /// for it: the worker gets the CPU when the faulting task leaves the kernel (one run per
+    /// event however many stores queued it, as the kernel's workqueue coalesces queue_work
+    /// calls made while the work is pending).
+    #[inline]
+    fn run_queued_worker(&mut self) {
+        if self.sync_shrink && self.z.shrink_worker_queued() {
+            let t = Instant::now();
+            self.z.hold_shrink_worker(false);
+            cache::settle(&self.z);
+            self.z.hold_shrink_worker(true);
+            self.charge_time(t);
+        }
+    }
+}
+
+impl Front for ReplayFront {
+    fn swap_out(&mut self, page: PageId, slot: u32, cg: MemCg) -> Result<WriteOut, MmError> {
+        let t = Instant::now();
+        let zcg = self.zcg[cg.0 as usize];
+        let r = cache::swap_out(&self.z, AREA, slot, self.data(page), zcg);
+        self.charge_time(t);
+        let pc = &mut self.pc[cg.0 as usize];
+        match r {
+            Ok(WriteOut::Zswap) => {
+                pc.zswpout += 1;
+                self.ops.0 += 1;
+            }
+            Ok(WriteOut::Disk) => {
+                pc.pswpout += 1;
+                self.ops.1 += 1;
+            }
+            Ok(WriteOut::Zero) => pc.swpout_zero += 1,
+            _ => {}
+        }
+        r
+    }
+
+    fn swap_in(&mut self, page: PageId, slot: u32, cg: MemCg) -> Result<ReadIn, MmError> {
+        let t = Instant::now();
+        let mut buf = std::mem::take(&mut self.buf);
+        let r = cache::swap_in(&self.z, AREA, slot, &mut buf);
+        self.charge_time(t);
+        if let Ok(how) = r {
+            let pc = &mut self.pc[cg.0 as usize];
+            match how {
+                ReadIn::Zswap => {
+                    pc.zswpin += 1;
+                    self.ops.0 += 1;
+                }
+                ReadIn::Disk => {
+                    pc.pswpin += 1;
+                    self.ops.1 += 1;
+                    // The faulting task waits for the device read (readahead reads are
+                    // submitted in the same plug, so each costs the same).
+                    self.pc[self.cur as usize].model_ns += self.disk_ns;
+                }
+                ReadIn::Zero => pc.swpin_zero += 1,
+            }
+            if self.verify {
+                let t = Instant::now();
+                if buf[..] != *self.data(page) {
+                    self.mismatches += 1;
+                    self.first_mismatch.get_or_insert_with(|| {
+                        format!("page {} (slot {slot}) read back different bytes", page.0)
+                    });
+                }
+                self.verify_ns += t.elapsed().as_nanos() as u64;
+            }
+        }
+        self.buf = buf;
+        r
+    }
+
+    fn free_slot(&mut self, slot: u32) {
+        let t = Instant::now();
+        cache::free_slot(&self.z, AREA, slot);
+        self.charge_time(t);
+    }
+
+    fn zswap_pages(&self, cg: MemCg) -> u64 {
+        self.z
+            .cgroup_zswap_bytes(self.zcg[cg.0 as usize])
+            .unwrap_or(0)
+            .div_ceil(4096)
+    }
+
+    fn shrink_slab(&mut self, cg: MemCg, priority: u32) {
+        if !self.shrinker {
+            return;
+        }
+        let t = Instant::now();
+        let zcg = self.zcg[cg.0 as usize];
+        // shrink_slab / do_shrink_slab with DEFAULT_SEEKS: delta = (freeable >> priority) * 4
+        // / 2, scanned in batches of SHRINK_BATCH (128).
+        let count = self.z.shrinker_count(zcg, 0);
+        if count > 0 {
+            let mut todo = (count >> priority) * 2;
+            while todo > 0 {
+                let b = todo.min(128);
+                let r = self.z.shrinker_scan(zcg, 0, b);
+                todo -= b;
+                if r.stop {
+                    break;
+                }
+            }
+        }
+        self.charge_time(t);
+    }
+}
+
+/// A set-associative data TLB with LRU ways (default 2048 entries, 16 ways: the L2 DTLB of
+/// the AMD EPYC this was calibrated on; Intel's STLB is 1536-2048 entries). The kernel clears
+/// accessed bits with `ptep_clear_flush_young`, which on x86 does not flush the TLB ("x86/mm:
+/// Don't flush the TLB on #WP pmd fixups" and the comment on `ptep_clear_flush_young`): an
+/// access through a still-cached translation leaves the bit clear, so a page hot enough to stay
+/// in the TLB can look unused to reclaim. Translations are dropped when the page is unmapped;
+/// this model checks that the page is still mapped on every hit instead.
+struct Tlb {
+    mask: u64,
+    sets: Vec<TlbSet>,
+}
+
+/// One 16-way set: 32-bit tags (a page number folded to 32 bits; two pages 2^32 pages apart
+/// alias, which only matters for address spaces of more than 16 TiB) and the 16 LRU ages as
+/// the bytes of one 128-bit word (0 = most recent; a permutation of 0..16), so that a lookup
+/// is one vector compare and an update a few word operations.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct TlbSet {
+    tags: [u32; WAYS],
+    ages: u128,
+}
+
+const WAYS: usize = 16;
+const BYTE_ONES: u128 = u128::from_ne_bytes([1; 16]);
+const BYTE_HIGH: u128 = u128::from_ne_bytes([0x80; 16]);
+
+impl Tlb {
+    fn new(entries: usize) -> Option<Tlb> {
+        if entries == 0 {
+            return None;
+        }
+        let sets = (entries / WAYS).max(1).next_power_of_two();
+        // Ages 0, 1, .., 15 in bytes 0..16.
+        let ages = (0..WAYS as u128).fold(0, |a, i| a | (i << (8 * i)));
+        Some(Tlb {
+            mask: sets as u64 - 1,
+            sets: vec![
+                TlbSet {
+                    tags: [u32::MAX; WAYS],
+                    ages
+                };
+                sets
+            ],
+        })
+    }
+
+    /// Look `tag` up; on a hit it becomes the set's most recent entry. On a miss it replaces
+    /// the set's least recent entry. Returns whether it hit.
+    #[inline]
+    fn access(&mut self, tag: u64) -> bool {
+        let t32 = (tag ^ (tag >> 32)) as u32;
+        let s = &mut self.sets[(u64::from(t32) & self.mask) as usize];
+        let mut m = 0u32;
+        for (i, &t) in s.tags.iter().enumerate() {
+            m |= u32::from(t == t32) << i;
+        }
+        let hit = m != 0;
+        let way = if hit {
+            m.trailing_zeros()
+        } else {
+            // The least recent way holds age 15: the byte where `ages ^ 15` is zero.
+            let z = s.ages ^ (15 * BYTE_ONES);
+            let zero = z.wrapping_sub(BYTE_ONES) & !z & BYTE_HIGH;
+            let w = zero.trailing_zeros() / 8;
+            s.tags[w as usize] = t32;
+            w
+        };
+        // Every way younger than the touched one ages by one; the touched one becomes 0.
+        // Bytewise x < a: bit 7 of (x | 0x80) - a is clear exactly then (x, a < 16).
+        let a = (s.ages >> (8 * way)) & 0xff;
+        let ge = ((s.ages | BYTE_HIGH).wrapping_sub(a * BYTE_ONES)) & BYTE_HIGH;
+        let lt = (!ge & BYTE_HIGH) >> 7;
+        s.ages = (s.ages + lt) & !(0xff << (8 * way));
+        hit
+    }
+}
+
+/// Tag of a page-source page in the TLB (the replayed process reads it to write a page).
+const SOURCE_TAG: u64 = 1 << 62;
+
+/// A cgroup's address space.
+struct Space {
+    name: String,
+    mem: MemCg,
+    dense: Vec<u32>,
+    sparse: HashMap<u64, u32>,
+    /// Page-table pages charged: one per 2 MiB of address space touched.
+    chunks: Vec<u64>,
+    far_chunks: HashSet<u64>,
+    pt_pages: u64,
+    removed: bool,
+    tlb: Option<Tlb>,
+}
+
+/// Pages below this number use the dense table.
+const DENSE_LIMIT: u64 = 1 << 24;
+
+impl Space {
+    fn new(name: String, mem: MemCg, tlb_entries: usize) -> Space {
+        Space {
+            tlb: Tlb::new(tlb_entries),
+            name,
+            mem,
+            dense: Vec::new(),
+            sparse: HashMap::new(),
+            chunks: Vec::new(),
+            far_chunks: HashSet::new(),
+            pt_pages: 0,
+            removed: false,
+        }
+    }
+
+    #[inline]
+    fn get(&self, page: u64) -> u32 {
+        if page < DENSE_LIMIT {
+            self.dense.get(page as usize).copied().unwrap_or(NONE)
+        } else {
+            self.sparse.get(&page).copied().unwrap_or(NONE)
+        }
+    }
+
+    fn set(&mut self, page: u64, id: u32) {
+        if page < DENSE_LIMIT {
+            let i = page as usize;
+            if self.dense.len() <= i {
+                self.dense.resize(i + 1, NONE);
+            }
+            self.dense[i] = id;
+        } else if id == NONE {
+            self.sparse.remove(&page);
+        } else {
+            self.sparse.insert(page, id);
+        }
+    }
+
+    /// True if `page` is in a 2 MiB chunk not touched before (marks it).
+    #[inline]
+    fn new_chunk(&mut self, page: u64) -> bool {
+        let c = page >> 9;
+        if c < DENSE_LIMIT >> 9 {
+            let (w, b) = ((c / 64) as usize, c % 64);
+            if self.chunks.len() <= w {
+                self.chunks.resize(w + 1, 0);
+            }
+            let had = self.chunks[w] & (1 << b) != 0;
+            self.chunks[w] |= 1 << b;
+            !had
+        } else {
+            self.far_chunks.insert(c)
+        }
+    }
+
+    /// Remove the pages of `[page, page + count)` from the table; returns their identities.
+    fn take_range(&mut self, page: u64, count: u64) -> Vec<u32> {
+        let end = page.saturating_add(count);
+        let mut ids = Vec::new();
+        let dend = end.min(self.dense.len() as u64);
+        for p in page.min(dend)..dend {
+            let id = std::mem::replace(&mut self.dense[p as usize], NONE);
+            if id != NONE {
+                ids.push(id);
+            }
+        }
+        if end > DENSE_LIMIT && !self.sparse.is_empty() {
+            let keys: Vec<u64> = if count < self.sparse.len() as u64 {
+                (page.max(DENSE_LIMIT)..end)
+                    .filter(|p| self.sparse.contains_key(p))
+                    .collect()
+            } else {
+                self.sparse
+                    .keys()
+                    .copied()
+                    .filter(|p| (page..end).contains(p))
+                    .collect()
+            };
+            for k in keys {
+                if let Some(id) = self.sparse.remove(&k) {
+                    ids.push(id);
+                }
+            }
+        }
+        ids
+    }
+
+    fn pages(&self) -> Vec<u32> {
+        self.dense
+            .iter()
+            .copied()
+            .chain(self.sparse.values().copied())
+            .filter(|&id| id != NONE)
+            .collect()
+    }
+}
+
+/// One replay in progress.
+pub struct Replay {
+    opts: ReplayOptions,
+    mm: Mm,
+    f: ReplayFront,
+    /// Trace cgroup number -> address space (index 0: the root).
+    spaces: Vec<Space>,
+    events: u64,
+    started: Instant,
+    timeline: Vec<Sample>,
+    /// memory.reclaim requests that returned EAGAIN, and memory.max writes refused (EBUSY).
+    reclaim_eagain: u64,
+    limit_ebusy: u64,
+    /// Modelled kernel time (see `KernelClock`) and the next statistics flush.
+    kernel_ns: u64,
+    next_flush_ns: u64,
+    ops_seen: (u64, u64),
+    clock_access_ns: u64,
+    clock_zswap_ns: u64,
+    clock_disk_ns: u64,
+    _swap: Arc<SwapFile>,
+}
+
+impl Replay {
+    /// Set up the cache (its swap file in `opts.swap_dir`) and the engine.
+    pub fn new(opts: ReplayOptions, corpus: Arc<Pages>) -> Result<Replay, ReplayError> {
+        if corpus.is_empty() {
+            return Err(ReplayError::Setup("the corpus has no pages".into()));
+        }
+        let mut params = opts.params.clone();
+        params.numa_nodes = 1;
+        // The kernel's shrink worker: a visit that only clears referenced bits is a failure.
+        params.rotation_is_failure = true;
+        let swap_slots = (opts.swap_slots / 512).max(1) * 512;
+        let swap =
+            SwapFile::create_temp(&opts.swap_dir, AREA, u64::from(swap_slots)).map_err(|e| {
+                ReplayError::Setup(format!("swap file in {}: {e}", opts.swap_dir.display()))
+            })?;
+        // The engine numbers slots itself (cluster allocator); the file only needs them
+        // allocated.
+        for _ in 0..swap_slots {
+            swap.alloc_slot()
+                .map_err(|e| ReplayError::Setup(format!("swap file: {e}")))?;
+        }
+        let swap = Arc::new(swap);
+        let shrinker = params.shrinker_enabled && opts.accounting == Accounting::V2;
+        let tlb_entries = opts.tlb_entries;
+        let (flush_ns, clock) = (opts.stats_flush.as_nanos() as u64, opts.clock);
+        let z = Zswap::new(params).map_err(|e| ReplayError::Setup(format!("cache: {e}")))?;
+        z.add_swap_file(swap.clone())
+            .map_err(|e| ReplayError::Setup(format!("cache: {e}")))?;
+        if opts.sync_shrink {
+            z.hold_shrink_worker(true);
+        }
+        let mm = Mm::new(Config {
+            accounting: opts.accounting,
+            swap_slots,
+            exact_stats: opts.stats_flush.is_zero(),
+            ..Config::default()
+        });
+        let f = ReplayFront {
+            z,
+            corpus,
+            content: Vec::new(),
+            buf: vec![0; 4096],
+            zcg: vec![CgroupId::ROOT],
+            pc: vec![PerCg::default()],
+            cur: 0,
+            cache_ns: 0,
+            verify_ns: 0,
+            ops: (0, 0),
+            verify: opts.verify,
+            mismatches: 0,
+            first_mismatch: None,
+            disk_ns: opts.disk_read_latency.as_nanos() as u64,
+            sync_shrink: opts.sync_shrink,
+            shrinker,
+        };
+        Ok(Replay {
+            opts,
+            mm,
+            f,
+            spaces: vec![Space::new(
+                uzswap_trace::ROOT_NAME.into(),
+                MemCg::ROOT,
+                tlb_entries,
+            )],
+            events: 0,
+            started: Instant::now(),
+            timeline: Vec::new(),
+            reclaim_eagain: 0,
+            limit_ebusy: 0,
+            kernel_ns: 0,
+            // The periodic flusher's phase: the first flush half a period in.
+            next_flush_ns: flush_ns / 2,
+            ops_seen: (0, 0),
+            clock_access_ns: clock.access.as_nanos() as u64,
+            clock_zswap_ns: clock.zswap_op.as_nanos() as u64,
+            clock_disk_ns: clock.disk_op.as_nanos() as u64,
+            _swap: swap,
+        })
+    }
+
+    /// The cache (for reports and tests).
+    pub fn cache(&self) -> &Zswap {
+        &self.f.z
+    }
+
+    /// The engine (for reports and tests).
+    pub fn engine(&self) -> &Mm {
+        &self.mm
+    }
+
+    /// Events applied so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Start the clock (setup excluded from elapsed time).
+    pub fn start_clock(&mut self) {
+        self.started = Instant::now();
+    }
+
+    fn space(&mut self, cg: u32) -> Result<&mut Space, ReplayError> {
+        match self.spaces.get_mut(cg as usize) {
+            Some(s) if !s.removed => Ok(s),
+            _ => Err(ReplayError::Trace(format!("no cgroup #{cg}"))),
+        }
+    }
+
+    /// Apply one event.
+    pub fn apply(&mut self, ev: &Event) -> Result<(), ReplayError> {
+        self.events += 1;
+        match *ev {
+            Event::Read { cg, page } => self.access(cg, page, None)?,
+            Event::Write { cg, page, content } => self.access(cg, page, Some(content))?,
+            Event::Free { cg, page, count } => {
+                let s = self.space(cg)?;
+                let mem = s.mem.0;
+                let ids = s.take_range(page, count);
+                self.f.cur = mem;
+                for id in ids {
+                    self.mm.free_page(PageId(id), &mut self.f);
+                }
+            }
+            Event::Cgroup {
+                cg,
+                parent,
+                ref name,
+            } => {
+                if cg as usize != self.spaces.len() {
+                    return Err(ReplayError::Trace(format!(
+                        "cgroup {name:?} numbered #{cg}"
+                    )));
+                }
+                let pmem = self.space(parent)?.mem;
+                let mem = self.mm.create_cgroup(pmem).map_err(ReplayError::Engine)?;
+                let zparent = self.f.zcg[pmem.0 as usize];
+                let zcg = self
+                    .f
+                    .z
+                    .create_cgroup(zparent)
+                    .map_err(|e| ReplayError::Setup(format!("cache cgroup: {e}")))?;
+                debug_assert_eq!(mem.0 as usize, self.f.zcg.len());
+                self.f.zcg.push(zcg);
+                self.f.pc.push(PerCg::default());
+                self.spaces
+                    .push(Space::new(name.clone(), mem, self.opts.tlb_entries));
+            }
+            Event::RemoveCgroup { cg } => {
+                let s = self.space(cg)?;
+                let mem = s.mem;
+                let ids = s.pages();
+                let pt = std::mem::take(&mut s.pt_pages);
+                s.removed = true;
+                s.dense = Vec::new();
+                s.sparse = HashMap::new();
+                self.f.cur = mem.0;
+                for id in ids {
+                    self.mm.free_page(PageId(id), &mut self.f);
+                }
+                self.mm.uncharge_kernel(mem, pt);
+                self.mm.remove_cgroup(mem).map_err(ReplayError::Engine)?;
+                let _ = self.f.z.remove_cgroup(self.f.zcg[mem.0 as usize]);
+            }
+            Event::MemoryMax { cg, bytes } => {
+                let mem = self.space(cg)?.mem;
+                self.f.cur = mem.0;
+                match self.mm.set_limit(mem, bytes.map(|b| b / 4096), &mut self.f) {
+                    Ok(()) => {}
+                    Err(MmError::Busy(_)) => self.limit_ebusy += 1,
+                    Err(e) => return Err(ReplayError::Engine(e)),
+                }
+            }
+            Event::ZswapMax { cg, bytes } => {
+                self.need_v2("memory.zswap.max")?;
+                let mem = self.space(cg)?.mem;
+                self.f
+                    .z
+                    .set_cgroup_zswap_max(self.f.zcg[mem.0 as usize], bytes)
+                    .map_err(|e| ReplayError::Trace(format!("memory.zswap.max: {e}")))?;
+            }
+            Event::ZswapWriteback { cg, enabled } => {
+                self.need_v2("memory.zswap.writeback")?;
+                let mem = self.space(cg)?.mem;
+                self.f
+                    .z
+                    .set_cgroup_writeback(self.f.zcg[mem.0 as usize], enabled)
+                    .map_err(|e| ReplayError::Trace(format!("memory.zswap.writeback: {e}")))?;
+            }
+            Event::Reclaim { cg, bytes } => {
+                self.need_v2("memory.reclaim")?;
+                let mem = self.space(cg)?.mem;
+                self.f.cur = mem.0;
+                match self.mm.reclaim(mem, bytes.div_ceil(4096), &mut self.f) {
+                    Ok(_) => {}
+                    Err(MmError::Again { .. }) => self.reclaim_eagain += 1,
+                    Err(e) => return Err(ReplayError::Engine(e)),
+                }
+            }
+            Event::Param {
+                ref name,
+                ref value,
+            } => {
+                let mut p = self.f.z.params();
+                crate::params::apply(&mut p, name, value).map_err(ReplayError::Trace)?;
+                self.f
+                    .z
+                    .set_params(p)
+                    .map_err(|e| ReplayError::Trace(format!("param {name} {value}: {e}")))?;
+            }
+        }
+        self.f.run_queued_worker();
+        if !self.opts.stats_flush.is_zero() {
+            self.kernel_ns += self.clock_access_ns;
+            let ops = self.f.swap_ops();
+            self.kernel_ns += (ops.0 - self.ops_seen.0) * self.clock_zswap_ns
+                + (ops.1 - self.ops_seen.1) * self.clock_disk_ns;
+            self.ops_seen = ops;
+            if self.kernel_ns >= self.next_flush_ns {
+                self.mm.flush_stats();
+                self.next_flush_ns = self.kernel_ns + self.opts.stats_flush.as_nanos() as u64;
+            }
+        }
+        if self.opts.timeline_every > 0 && self.events % self.opts.timeline_every == 0 {
+            self.sample();
+        }
+        Ok(())
+    }
+
+    fn need_v2(&self, what: &str) -> Result<(), ReplayError> {
+        if self.opts.accounting == Accounting::V1 {
+            return Err(ReplayError::Trace(format!(
+                "{what} does not exist in cgroup v1 (replay with --cgroup v2)"
+            )));
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn access(&mut self, cg: u32, page: u64, write: Option<Content>) -> Result<(), ReplayError> {
+        let Some(s) = self.spaces.get_mut(cg as usize).filter(|s| !s.removed) else {
+            return Err(ReplayError::Trace(format!("no cgroup #{cg}")));
+        };
+        let mem = s.mem;
+        self.f.cur = mem.0;
+        self.f.pc[mem.0 as usize].events += 1;
+        let mut id = s.get(page);
+        let tlb_hit = s.tlb.as_mut().is_some_and(|t| t.access(page));
+        if id == NONE {
+            let new_chunk = s.new_chunk(page);
+            if new_chunk && self.opts.page_tables {
+                s.pt_pages += 1;
+                self.mm
+                    .charge_kernel(mem, 1, &mut self.f)
+                    .map_err(ReplayError::Engine)?;
+            }
+            let pid = self.mm.new_page(mem).map_err(ReplayError::Engine)?;
+            id = pid.0;
+            self.spaces[cg as usize].set(page, id);
+            let i = id as usize;
+            if self.f.content.len() <= i {
+                self.f.content.resize(i + 1, ZERO);
+            }
+            self.f.content[i] = ZERO;
+        }
+        // A TLB hit on a mapped page needs no page walk: no accessed bit, no fault. (A
+        // translation of a page unmapped since would have been flushed: then it is a miss.)
+        if !(tlb_hit && self.mm.access_cached(PageId(id), write.is_some())) {
+            self.mm
+                .access(PageId(id), write.is_some(), &mut self.f)
+                .map_err(ReplayError::Engine)?;
+        }
+        if let Some(c) = write {
+            let v = match c {
+                Content::Page(i) => i % (ZERO - 1),
+                Content::Zero => ZERO,
+            };
+            self.f.content[id as usize] = v;
+            // The process reads the new content from the page source.
+            if v != ZERO {
+                if let Some(t) = self.spaces[cg as usize].tlb.as_mut() {
+                    t.access(SOURCE_TAG | u64::from(v % self.f.corpus.len() as u32));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Check every page against the cache (tests and `--audit`): a page that is out has its
+    /// data in its slot (a pool entry, a zero mark or a device block), a clean page in the swap
+    /// cache too; every pool entry belongs to such a page; the cache's `stored_pages` equals the
+    /// entries found; the engine's own invariants hold. Returns (pages out, entries found).
+    pub fn audit(&mut self) -> Result<(u64, u64), String> {
+        if self.f.sync_shrink {
+            self.f.run_queued_worker();
+        }
+        self.mm.check()?;
+        let swap = self
+            .f
+            .z
+            .swap_file(AREA)
+            .ok_or("the cache has no swap file")?;
+        let mut owned = vec![false; self.mm.swap_slots() as usize];
+        let (mut out, mut entries) = (0u64, 0u64);
+        for sp in self.spaces.iter().filter(|s| !s.removed) {
+            for id in sp.pages() {
+                let st = self.mm.page_state(PageId(id));
+                let Some(slot) = st.slot else {
+                    continue;
+                };
+                owned[slot as usize] = true;
+                let ss = uzswap_zswap::SwapSlot::new(AREA, u64::from(slot));
+                let state = self.f.z.slot_state(ss);
+                let has_data = match state {
+                    Some(uzswap_zswap::SlotState::Stored { .. }) => {
+                        entries += 1;
+                        true
+                    }
+                    Some(uzswap_zswap::SlotState::Zero) => true,
+                    _ => swap.is_written(ss),
+                };
+                if !st.present {
+                    out += 1;
+                }
+                if (!st.present || !st.dirty) && !has_data {
+                    return Err(format!(
+                        "page {id} of {}: {} but slot {slot} holds nothing",
+                        sp.name,
+                        if st.present {
+                            "clean in the swap cache"
+                        } else {
+                            "swapped out"
+                        }
+                    ));
+                }
+            }
+        }
+        for (slot, o) in owned.iter().enumerate().skip(1) {
+            if !o {
+                let ss = uzswap_zswap::SwapSlot::new(AREA, slot as u64);
+                if let Some(uzswap_zswap::SlotState::Stored { .. }) = self.f.z.slot_state(ss) {
+                    return Err(format!("slot {slot} has a pool entry but no page"));
+                }
+            }
+        }
+        let stored = self.f.z.counters().stored_pages;
+        if stored != entries {
+            return Err(format!(
+                "stored_pages {stored} but {entries} pages have a pool entry"
+            ));
+        }
+        Ok((out, entries))
+    }
+
+    /// Overlap the memory latency of an upcoming access: stage 1 loads its page-table entry,
+    /// stage 2 (a few events later, when that entry is cached) its page record and content.
+    #[inline]
+    pub fn prefetch(&self, ev: &Event, stage2: bool) {
+        let (Event::Read { cg, page } | Event::Write { cg, page, .. }) = *ev else {
+            return;
+        };
+        let Some(s) = self.spaces.get(cg as usize) else {
+            return;
+        };
+        if page >= DENSE_LIMIT {
+            return;
+        }
+        if !stage2 {
+            if let Some(e) = s.dense.get(page as usize) {
+                uzswap_mm::prefetch(std::ptr::from_ref(e).cast());
+            }
+            return;
+        }
+        let id = s.get(page);
+        if id != NONE {
+            self.mm.prefetch(PageId(id));
+            if let Some(c) = self.f.content.get(id as usize) {
+                uzswap_mm::prefetch(std::ptr::from_ref(c).cast());
+            }
+        }
+    }
+
+    fn sample(&mut self) {
+        let c = self.f.z.counters();
+        let st = self.mm.stats();
+        self.timeline.push(Sample {
+            events: self.events,
+            t_s: self.started.elapsed().as_secs_f64(),
+            pool_total_size: c.pool_total_size,
+            stored_pages: c.stored_pages,
+            written_back_pages: c.written_back_pages,
+            zswpout: c.zswpout,
+            zswpin: c.zswpin,
+            pswpout: c.pswpout,
+            pswpin: c.pswpin,
+            resident_pages: st.resident_pages,
+        });
+    }
+
+    /// Finish: the report of everything replayed so far.
+    pub fn report(&mut self, workload: &str) -> Result<Report, ReplayError> {
+        self.f.run_queued_worker();
+        let elapsed = self.started.elapsed().as_secs_f64();
+        if self.opts.timeline_every > 0 {
+            self.sample();
+        }
+        if let Some(m) = &self.f.first_mismatch {
+            return Err(ReplayError::Verify(format!(
+                "{} pages read back wrong; first: {m}",
+                self.f.mismatches
+            )));
+        }
+        let cache_s = self.f.cache_ns as f64 / 1e9;
+        let verify_s = self.f.verify_ns as f64 / 1e9;
+        let engine_s = (elapsed - cache_s - verify_s).max(0.0);
+        let counters = self.f.z.counters();
+        let st = self.mm.stats();
+        let total_events = self.events.max(1) as f64;
+        let zc = counters.cgroups.clone();
+        let mut cgroups = Vec::new();
+        for s in self.spaces.iter().skip(1).filter(|s| !s.removed) {
+            let pc = self.f.pc[s.mem.0 as usize];
+            let zid = self.f.zcg[s.mem.0 as usize];
+            let z = zc.iter().find(|c| c.id == zid.0);
+            let ms = self.mm.cgroup_stats().into_iter().find(|c| c.id == s.mem);
+            cgroups.push(CgroupReport {
+                name: s.name.clone(),
+                elapsed_s: (pc.cache_ns + pc.model_ns) as f64 / 1e9
+                    + engine_s * pc.events as f64 / total_events,
+                counters: crate::report::cgroup_counters(&pc_view(&pc), z, ms.as_ref()),
+            });
+        }
+        let mut r = Report::new(
+            workload,
+            elapsed,
+            engine_s,
+            cache_s,
+            &counters,
+            &st,
+            cgroups,
+            &self.f.z.pool_stats(),
+            self.events,
+            self.reclaim_eagain,
+            self.limit_ebusy,
+            std::mem::take(&mut self.timeline),
+        );
+        r.verify_s = verify_s;
+        Ok(r)
+    }
+}
+
+fn pc_view(p: &PerCg) -> crate::report::FrontCounts {
+    crate::report::FrontCounts {
+        zswpout: p.zswpout,
+        zswpin: p.zswpin,
+        pswpout: p.pswpout,
+        pswpin: p.pswpin,
+        swpout_zero: p.swpout_zero,
+        swpin_zero: p.swpin_zero,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tlb;
+
+    /// The nibble-age TLB is an exact 16-way LRU: compare with a plain list model.
+    #[test]
+    fn tlb_is_an_lru_per_set() {
+        let mut t = Tlb::new(64).unwrap(); // 4 sets of 16
+        let mut model: Vec<Vec<u64>> = vec![Vec::new(); 4];
+        let mut x = 7u64;
+        for _ in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let tag = (x >> 40) % 96;
+            let set = &mut model[(tag & 3) as usize];
+            let want = match set.iter().position(|&v| v == tag) {
+                Some(i) => {
+                    set.remove(i);
+                    true
+                }
+                None => {
+                    if set.len() == 16 {
+                        set.pop();
+                    }
+                    false
+                }
+            };
+            set.insert(0, tag);
+            assert_eq!(t.access(tag), want, "tag {tag}");
+        }
+    }
+}

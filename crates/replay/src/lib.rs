@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+//! uzswap-replay: workloads replayed through the real cache under memory limits, with the
+//! kernel's report, and the same accesses run by the live kernel for comparison.
+//!
+//! **Owns**
+//! - [`workload`]: the built-in workloads (`build`, `zipf`, `scan`, `active-vs-background`),
+//!   generated from a seed as event streams;
+//! - [`driver`]: the replay itself: a simulated page table per cgroup in front of the
+//!   reclaim engine (`uzswap-mm`) and a real `Zswap` over a real swap file, every page
+//!   verified on its way back, cache time measured apart from the engine's;
+//! - [`report`]: the JSON and text reports, timeline CSV, `--compare` table;
+//! - [`plot`]: the SVG of pool size, stored pages and written-back pages over time;
+//! - [`kernel`]: `--kernel`: the same accesses by real processes in cgroup-v1 memory cgroups
+//!   with the kernel's zswap and a swap file, every setting restored afterwards;
+//! - [`runner`]: the body of those processes (a hidden `uzswap` subcommand);
+//! - [`params`]: cache options by name (shared by the CLI's flags and trace `param` events).
+//!
+//! **Data layout**: events stream from a [`Source`] one at a time; the replay keeps, per
+//! cgroup, a page table (a dense vector below 2^24 pages, a hash map above) mapping trace
+//! pages to engine page identities, and per identity the corpus page it holds (4 bytes).
+//! Memory follows the footprint, not the number of events.
+//!
+//! **Lock order**: a replay is single-threaded (the cache's shrink worker runs in its own
+//! thread and is waited for after stores that queue it); `--compare` runs one replay per
+//! thread, sharing only the read-only corpus.
+
+pub mod driver;
+pub mod kernel;
+pub mod params;
+pub mod plot;
+pub mod report;
+pub mod runner;
+pub mod workload;
+
+use std::fs::File;
+use std::io::BufReader;
+
+use uzswap_trace::{Event, TraceReader};
+
+pub use driver::{Replay, ReplayOptions};
+pub use report::Report;
+pub use workload::{Builtin, CgroupLayout, WorkloadParams, BUILTIN};
+
+/// Errors of a replay.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    #[error("setup: {0}")]
+    Setup(String),
+    #[error("trace: {0}")]
+    Trace(String),
+    #[error(transparent)]
+    TraceFormat(#[from] uzswap_trace::TraceError),
+    #[error(transparent)]
+    Engine(#[from] uzswap_mm::Error),
+    #[error("verification failed: {0}")]
+    Verify(String),
+    #[error("kernel comparison: {0}")]
+    Kernel(String),
+}
+
+/// Where events come from.
+pub enum Source {
+    Builtin(Box<Builtin>),
+    Trace(Box<TraceReader<BufReader<File>>>),
+}
+
+impl Source {
+    /// The next event.
+    pub fn next_event(&mut self) -> Result<Option<Event>, ReplayError> {
+        match self {
+            Source::Builtin(b) => Ok(b.next_event()),
+            Source::Trace(t) => Ok(t.next_event()?.map(|r| r.event)),
+        }
+    }
+
+    /// Events to expect, when known.
+    pub fn total_events(&self) -> Option<u64> {
+        match self {
+            Source::Builtin(b) => Some(b.total_events()),
+            Source::Trace(_) => None,
+        }
+    }
+
+    /// The workload's name.
+    pub fn name(&self) -> String {
+        match self {
+            Source::Builtin(b) => b.name().to_string(),
+            Source::Trace(t) => t
+                .header()
+                .meta("workload")
+                .map_or_else(|| t.name().to_string(), str::to_string),
+        }
+    }
+}
+
+/// Events between fetching an event and applying it: the replay prefetches the memory each
+/// upcoming access needs (page-table entry at `LOOKAHEAD`, page record at half of it), so the
+/// random accesses of a large footprint overlap instead of stalling one after another.
+const LOOKAHEAD: usize = 16;
+
+/// Replay every event of `src`; `progress(events)` is called every 65536 events.
+pub fn run(
+    replay: &mut Replay,
+    src: &mut Source,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Report, ReplayError> {
+    let name = src.name();
+    replay.start_clock();
+    let mut ring: std::collections::VecDeque<Event> =
+        std::collections::VecDeque::with_capacity(LOOKAHEAD + 1);
+    let mut done = false;
+    loop {
+        while !done && ring.len() < LOOKAHEAD {
+            match src.next_event()? {
+                Some(ev) => {
+                    replay.prefetch(&ev, false);
+                    ring.push_back(ev);
+                }
+                None => done = true,
+            }
+        }
+        let Some(ev) = ring.pop_front() else {
+            break;
+        };
+        if let Some(mid) = ring.get(LOOKAHEAD / 2) {
+            replay.prefetch(mid, true);
+        }
+        replay.apply(&ev)?;
+        if replay.events() & 0xffff == 0 {
+            progress(replay.events());
+        }
+    }
+    progress(replay.events());
+    replay.report(&name)
+}
+
+/// Swap slots for a workload spanning `footprint_pages` pages in all: twice the footprint
+/// (so the swap is never more than half full and `vm_swap_full` stays false, as on a machine
+/// with ample swap), at least 64 Ki slots, in whole 512-slot clusters.
+pub fn swap_slots_for(footprint_pages: u64) -> u32 {
+    let n = (2 * footprint_pages + 1024).max(1 << 16);
+    u32::try_from(n.div_ceil(512) * 512).unwrap_or(u32::MAX - 511)
+}
+
+/// The compression ratio (uncompressed / pool bytes) of a sample of `corpus` with `alg`,
+/// counting zero pages as free and incompressible pages as whole pages.
+pub fn estimate_ratio(corpus: &uzswap_corpus::Pages, alg: uzswap_compress::Algorithm) -> f64 {
+    let n = corpus.len().min(512);
+    if n == 0 {
+        return 1.0;
+    }
+    let step = corpus.len() / n;
+    let mut out = vec![0u8; uzswap_compress::MAX_COMPRESSED_LEN.max(4096)];
+    let mut bytes = 0usize;
+    for i in 0..n {
+        let p = corpus.page(i * step);
+        if p.iter().all(|&b| b == 0) {
+            continue;
+        }
+        bytes += match uzswap_compress::compress(alg, p, &mut out) {
+            Ok(len) if len < 4096 => len + 8,
+            _ => 4096,
+        };
+    }
+    (n * 4096) as f64 / bytes.max(1) as f64
+}
