@@ -1002,6 +1002,12 @@ impl Arena {
         }
     }
 
+    /// The address of frame 0 (tests compare object addresses with offsets).
+    #[cfg(test)]
+    pub(crate) fn base_addr(&self) -> usize {
+        self.base as usize
+    }
+
     /// Borrows `len` bytes at byte offset `off`.
     ///
     /// # Safety

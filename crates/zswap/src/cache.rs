@@ -10,7 +10,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::cgroup::{self, CgroupId};
 use crate::hooks::FaultHooks;
-use crate::index::{AreaIndex, SlotValue};
+use crate::index::{AreaIndex, Entry, SlotValue};
 use crate::lru::unpack_slot;
 use crate::outcome::{LoadOutcome, MetadataUsage, PoolInfo, SlotState, StoreOutcome};
 use crate::params::{LruMode, Params, WarmProtection};
@@ -74,6 +74,8 @@ pub(crate) struct Inner {
     pub(crate) params: Mutex<Params>,
     pub(crate) hot: HotParams,
     pub(crate) reached_full: AtomicBool,
+    /// The pool limit was lowered and the pools may still be above it (`check_invariants`).
+    pub(crate) limit_lowered: AtomicBool,
     pub(crate) pools: pool::Pools,
     pub(crate) areas: Box<[OnceLock<Area>]>,
     pub(crate) cgroups: cgroup::Cgroups,
@@ -133,6 +135,7 @@ impl Zswap {
             params: Mutex::new(params),
             hot,
             reached_full: AtomicBool::new(false),
+            limit_lowered: AtomicBool::new(false),
             areas: (0..MAX_AREAS).map(|_| OnceLock::new()).collect(),
             cgroups: cgroup::Cgroups::new(nodes, lanes),
             stats: Striped::new(),
@@ -143,14 +146,14 @@ impl Zswap {
                 cv: Condvar::new(),
                 idle_cv: Condvar::new(),
             },
-            faults: FaultHooks::default(),
+            faults: FaultHooks::new(),
             nodes,
         });
         let w = inner.clone();
         let handle = std::thread::Builder::new()
             .name("zswap-shrink".into())
             .spawn(move || w.worker_main())
-            .map_err(|e| Error::InvalidParam(format!("cannot start the shrink worker: {e}")))?;
+            .map_err(Error::WorkerSpawn)?;
         Ok(Zswap {
             inner,
             worker: Mutex::new(Some(handle)),
@@ -301,10 +304,10 @@ impl Zswap {
         p.validate()?;
         let mut cur = self.inner.params.lock();
         if p.numa_nodes != cur.numa_nodes {
-            return Err(Error::InvalidParam(format!(
-                "numa_nodes can't change at run time (the cache has {})",
-                cur.numa_nodes
-            )));
+            return Err(Error::NumaNodesFixed {
+                current: cur.numa_nodes,
+                requested: p.numa_nodes,
+            });
         }
         if p.lru != cur.lru {
             return Err(Error::LruModeFixed {
@@ -321,6 +324,10 @@ impl Zswap {
         {
             // A new limit re-evaluates the hysteresis latch from scratch.
             self.inner.reached_full.store(false, Relaxed);
+            if p.max_pool_pages() < cur.max_pool_pages() {
+                // The pools may sit above the new limit until the shrinker catches up.
+                self.inner.limit_lowered.store(true, Relaxed);
+            }
             self.inner.pools.set_max_cached_pages(cache_bound(&p));
         }
         *cur = p;
@@ -356,15 +363,18 @@ impl Zswap {
         self.inner.cgroups.set_writeback(cg, enabled)
     }
 
-    /// Metadata bytes per stored page: entry slabs, slot tables and LRU nodes, divided by
-    /// `stored_pages` (compressed, raw and, with `Params::zero_page_entries`, zero-filled pages
-    /// kept with an entry; zero pages without an entry only cost their 4-byte slot word).
+    /// Metadata bytes per stored page: everything the cache and its allocator keep besides the
+    /// pool pages (entry slabs, slot tables, LRU nodes, the pools' handle tables, zspage records
+    /// and free lists: [`MetadataUsage::total_bytes`]), divided by `stored_pages` (compressed,
+    /// raw and, with `Params::zero_page_entries`, zero-filled pages kept with an entry; zero
+    /// pages without an entry only cost their 4-byte slot word).
     pub fn metadata_bytes_per_entry(&self) -> f64 {
         let m = self.metadata();
         m.total_bytes() as f64 / m.stored_pages.max(1) as f64
     }
 
-    /// Metadata memory, measured from the allocations held now.
+    /// Metadata memory of the cache and its pools' allocator, measured from the allocations
+    /// held now.
     pub fn metadata(&self) -> MetadataUsage {
         let i = &self.inner;
         let mut m = MetadataUsage::default();
@@ -380,6 +390,12 @@ impl Zswap {
                 m.lru_bytes += c.lists.iter().map(|l| l.heap_bytes() as u64).sum::<u64>();
             }
         }
+        m.allocator_bytes = i
+            .pools
+            .live()
+            .iter()
+            .map(|p| p.zs.metadata_bytes() as u64)
+            .sum();
         m.stored_pages = i.stats.gauge(G::StoredPages as usize);
         m.zero_pages = i.stats.gauge(G::ZeroPages as usize);
         m.zero_entries = i.stats.gauge(G::SameFilledPages as usize);
@@ -570,7 +586,8 @@ impl Zswap {
             .map_or(0, pressure::Monitor::stop)
     }
 
-    /// Allocation failure hooks (tests).
+    /// Allocation failure hooks (tests; cargo feature `test-hooks`).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn fault_hooks(&self) -> &FaultHooks {
         &self.inner.faults
     }
@@ -599,6 +616,13 @@ impl Inner {
     #[inline]
     pub(crate) fn lru_mode(&self) -> LruMode {
         self.pools.lru_mode()
+    }
+
+    /// The lane (index into its cgroup's `lists`) of an entry in the index: its pool's
+    /// `lane_base` plus its node (see `ZswapPool::lane_base`).
+    #[inline]
+    pub(crate) fn entry_lane(&self, e: &Entry) -> usize {
+        self.pools.lane_base(e.pool) + usize::from(e.node)
     }
 
     /// The lanes (indices into a cgroup's `lists`) that hold entries of `node`: the node's

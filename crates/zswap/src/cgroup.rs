@@ -21,6 +21,7 @@ use crate::{Error, PAGE_SIZE};
 pub struct CgroupId(pub u32);
 
 impl CgroupId {
+    /// The root cgroup.
     pub const ROOT: CgroupId = CgroupId(0);
 }
 
@@ -43,8 +44,9 @@ pub(crate) struct Cgroup {
     pub(crate) stats: Striped<NR_CGROUP>,
     /// The LRU lists, indexed by lane: `LruMode::Global` has one list per NUMA node (lane =
     /// node); `LruMode::PerPool` one per (pool slot, node), lane = slot × nodes + node, the
-    /// kernel's per-pool `list_lru` (6.8). An entry records its lane, so the free path finds
-    /// its list the same way in both modes.
+    /// kernel's per-pool `list_lru` (6.8). An entry's lane is its pool's `lane_base` plus its
+    /// node (`lane_base` is 0 with the global LRU), so the free path finds its list the same
+    /// way in both modes.
     pub(crate) lists: Box<[Lru]>,
     /// Disk swap-ins not yet consumed by the shrinker's count (second-chance policy), per node.
     pub(crate) disk_swapins: Box<[AtomicU64]>,
@@ -171,9 +173,7 @@ impl Cgroups {
     pub(crate) fn remove(&self, id: CgroupId) -> Result<(), Error> {
         let next = self.admin.lock();
         if id == CgroupId::ROOT {
-            return Err(Error::InvalidParam(
-                "the root cgroup can't be removed".into(),
-            ));
+            return Err(Error::RootCgroup);
         }
         let cg = match self.get(id.0) {
             Some(c) if c.is_online() => c,

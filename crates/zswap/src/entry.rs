@@ -72,9 +72,12 @@ impl Inner {
     }
 
     /// The counts a zero entry holds (`zswap_free_entry` of a length-0 entry up to 6.11:
-    /// `same_filled_pages`, `stored_pages`, the cgroup's `zswapped` page).
+    /// `same_filled_pages`, `stored_pages`, the cgroup's `zswapped` page). Out of line: the
+    /// paths it shares with pool entries stay as they were.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn release_zero_entry(&self, e: &Entry) {
-        self.cgroups.uncharge(e.cgroup, 0);
+        self.cgroups.uncharge(u32::from(e.cgroup), 0);
         self.stats.sub(G::StoredPages as usize, 1);
         self.stats.sub(G::SameFilledPages as usize, 1);
     }
@@ -93,19 +96,32 @@ impl Inner {
         }
     }
 
+    /// `after_replace` for a store, whose `old` entry (from `ShardTable::replace_entry`) may be
+    /// a zero entry (`Params::zero_page_entries`); `take_entry` releases those itself, so the
+    /// invalidation path doesn't test for them.
+    #[inline]
+    pub(crate) fn after_store(&self, old: SlotWord, old_entry: Option<Entry>) {
+        match old_entry {
+            Some(e) if old.zero_entry() => self.release_zero_entry(&e),
+            _ => self.after_replace(old, old_entry, false),
+        }
+    }
+
     /// Free everything an entry holds once it is out of the index: LRU node, pool object,
     /// charge, counters, and last its pool reference (which may free an old pool).
     pub(crate) fn release_entry(&self, e: Entry) {
-        if let Some(c) = self.cgroups.get(e.cgroup) {
-            c.lists[e.lane as usize].remove(e.lru);
-        }
         // SAFETY: the entry was taken out of the index by the caller, which now owns its pool
         // reference until the `put` below, the last use of `pool`.
         let pool = unsafe { self.pools.get(e.pool) };
+        if let Some(c) = self.cgroups.get(u32::from(e.cgroup)) {
+            // The entry's list: its node's, offset by its pool's with per-pool lists.
+            c.lists[pool.lane_base + usize::from(e.node)].remove(e.lru);
+        }
         if let Some(h) = Handle::from_raw(e.handle) {
             let _ = pool.zs.free(h);
         }
-        self.cgroups.uncharge(e.cgroup, u64::from(e.length));
+        self.cgroups
+            .uncharge(u32::from(e.cgroup), u64::from(e.length));
         self.stats.sub(G::StoredPages as usize, 1);
         if e.length as usize == PAGE_SIZE {
             self.stats.sub(G::StoredIncompressiblePages as usize, 1);

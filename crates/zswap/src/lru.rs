@@ -163,6 +163,42 @@ impl LruList {
         Some((h, key))
     }
 
+    /// Checks the links and returns `(node index, key)` from coldest to newest (the cache's
+    /// invariant checker): `prev` links mirror `next` links, the walk ends at the tail, its
+    /// length is `len`, and sequence numbers rise along the list (as ages from `now`).
+    fn check(&self, now: u32) -> Result<Vec<(u32, u64)>, String> {
+        let mut out = Vec::with_capacity(self.len as usize);
+        let (mut prev, mut cur) = (NIL, self.head);
+        let mut last_age = u32::MAX;
+        while let Some(i) = cur {
+            let n = self
+                .nodes
+                .get(i as usize)
+                .ok_or_else(|| format!("node {i} beyond the slab"))?;
+            if n.prev != prev {
+                return Err(format!("node {i}: prev {} != {prev}", n.prev));
+            }
+            let age = now.wrapping_sub(self.seqs[i as usize]);
+            if age > last_age {
+                return Err(format!("node {i}: younger than the node before it"));
+            }
+            last_age = age;
+            out.push((i, n.key));
+            if out.len() > self.nodes.len() {
+                return Err("the list loops".into());
+            }
+            prev = i;
+            cur = (n.next != NIL).then_some(n.next);
+        }
+        if self.tail != (prev != NIL).then_some(prev) {
+            return Err(format!("tail {:?}, the walk ends at {prev}", self.tail));
+        }
+        if out.len() != self.len as usize {
+            return Err(format!("{} nodes linked, len {}", out.len(), self.len));
+        }
+        Ok(out)
+    }
+
     /// `(sequence number, key)` from coldest to newest.
     fn entries(&self) -> Vec<(u32, u64)> {
         let mut v = Vec::with_capacity(self.len as usize);
@@ -269,6 +305,29 @@ impl Lru {
             return Some((((sub as u32) << SUB_SHIFT) | idx, key));
         }
         None
+    }
+
+    /// Checks every sub-list ([`LruList::check`]) and what it publishes to lock-free readers;
+    /// returns `(node index, key)` of every node, sub-list by sub-list (the cache's invariant
+    /// checker, on a quiescent cache).
+    pub(crate) fn check(&self) -> Result<Vec<(u32, u64)>, String> {
+        let now = self.seq.load(Relaxed);
+        let mut out = Vec::new();
+        for (si, s) in self.subs.iter().enumerate() {
+            let l = s.list.lock();
+            let nodes = l.check(now).map_err(|m| format!("sub-list {si}: {m}"))?;
+            if s.len.load(Relaxed) != l.len || s.head_seq.load(Relaxed) != l.head_seq() {
+                return Err(format!(
+                    "sub-list {si}: published length or head out of date"
+                ));
+            }
+            out.extend(
+                nodes
+                    .into_iter()
+                    .map(|(i, k)| (((si as u32) << SUB_SHIFT) | i, k)),
+            );
+        }
+        Ok(out)
     }
 
     /// Keys from coldest to newest (tests and diagnostics).

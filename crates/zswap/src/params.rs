@@ -14,9 +14,10 @@ pub enum WarmProtection {
     /// swap-ins are subtracted from the freeable count.
     #[default]
     SecondChance,
-    /// "zswap: shrink zswap pool based on memory pressure" (6.8), in 6.8–6.11: estimate the number of warm entries per LRU (`nr_zswap_protected`:
-    /// grows on stores, rotations and disk swap-ins, decays to half when above a quarter of the
-    /// list) and never shrink into that region.
+    /// "zswap: shrink zswap pool based on memory pressure" (6.8), in 6.8–6.11: estimate the
+    /// number of warm entries per LRU (`nr_zswap_protected`: grows on stores, rotations and
+    /// disk swap-ins, decays to half when above a quarter of the list) and never shrink into
+    /// that region.
     ProtectedSize,
 }
 
@@ -48,9 +49,11 @@ impl FromStr for LruMode {
         match s {
             "global" => Ok(LruMode::Global),
             "per-pool" => Ok(LruMode::PerPool),
-            _ => Err(Error::InvalidParam(format!(
-                "lru {s:?}: expected global or per-pool"
-            ))),
+            _ => Err(Error::InvalidParam {
+                name: "lru",
+                value: s.to_string(),
+                expected: "global or per-pool",
+            }),
         }
     }
 }
@@ -70,9 +73,11 @@ impl FromStr for WarmProtection {
         match s {
             "second-chance" => Ok(WarmProtection::SecondChance),
             "protected-size" => Ok(WarmProtection::ProtectedSize),
-            _ => Err(Error::InvalidParam(format!(
-                "warm protection {s:?}: expected second-chance or protected-size"
-            ))),
+            _ => Err(Error::InvalidParam {
+                name: "warm_protection",
+                value: s.to_string(),
+                expected: "second-chance or protected-size",
+            }),
         }
     }
 }
@@ -163,35 +168,36 @@ impl Default for Params {
 
 impl Params {
     pub(crate) fn validate(&self) -> Result<(), Error> {
+        let bad = |name, value: &dyn std::fmt::Display, expected| {
+            Err(Error::InvalidParam {
+                name,
+                value: value.to_string(),
+                expected,
+            })
+        };
         if self.max_pool_percent > 100 {
-            return Err(Error::InvalidParam(format!(
-                "max_pool_percent {} > 100",
-                self.max_pool_percent
-            )));
+            return bad("max_pool_percent", &self.max_pool_percent, "0..=100");
         }
         if self.accept_threshold_percent > 100 {
-            return Err(Error::InvalidParam(format!(
-                "accept_threshold_percent {} > 100",
-                self.accept_threshold_percent
-            )));
+            return bad(
+                "accept_threshold_percent",
+                &self.accept_threshold_percent,
+                "0..=100",
+            );
         }
         if !(4..=16).contains(&self.chain_size) {
-            return Err(Error::InvalidParam(format!(
-                "chain_size {} not in 4..=16",
-                self.chain_size
-            )));
+            return bad("chain_size", &self.chain_size, "4..=16");
         }
         if !(1..=crate::MAX_NUMA_NODES).contains(&self.numa_nodes) {
-            return Err(Error::InvalidParam(format!(
-                "numa_nodes {} not in 1..={}",
-                self.numa_nodes,
-                crate::MAX_NUMA_NODES
-            )));
+            const _: () = assert!(crate::MAX_NUMA_NODES == 64, "update the text below");
+            return bad("numa_nodes", &self.numa_nodes, "1..=64 (MAX_NUMA_NODES)");
         }
         if self.total_memory_bytes < crate::PAGE_SIZE as u64 {
-            return Err(Error::InvalidParam(
-                "total_memory_bytes must be at least one page".into(),
-            ));
+            return bad(
+                "total_memory_bytes",
+                &self.total_memory_bytes,
+                "at least one page (4096)",
+            );
         }
         Ok(())
     }

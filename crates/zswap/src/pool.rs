@@ -144,7 +144,7 @@ impl Pools {
             chain_size,
             zs,
             refs: PoolRef::new(),
-            lane_base: id * self.lanes_per_pool,
+            lane_base: self.lane_base(id as u16),
             cursor: Mutex::new(None),
         });
         self.table[id].store(Arc::as_ptr(&pool).cast_mut(), Ordering::Release);
@@ -245,6 +245,12 @@ impl Pools {
             current: reg.current.clone().expect("a current pool always exists"),
             all: reg.live.clone(),
         }
+    }
+
+    /// The `lane_base` of pool table index `id` (no need for the pool to be alive).
+    #[inline]
+    pub(crate) fn lane_base(&self, id: u16) -> usize {
+        usize::from(id) * self.lanes_per_pool
     }
 
     /// Per-pool LRU lists (`lanes_per_pool` > 0) or the global LRU.

@@ -105,21 +105,21 @@ impl Inner {
         };
         let e = *t.entry(ei);
         // Revalidate by identity: the entry must still be the one this node belongs to.
-        if e.lru != idx || e.cgroup != list_cg || e.lane as usize != lane {
+        if e.lru != idx || u32::from(e.cgroup) != list_cg || self.entry_lane(&e) != lane {
             return Walk::Stale;
         }
         if warm == WarmProtection::SecondChance && e.referenced {
             t.entry_mut(ei).referenced = false;
             return Walk::Rotated;
         }
-        if !self.cgroups.writeback_enabled(e.cgroup) {
+        if !self.cgroups.writeback_enabled(u32::from(e.cgroup)) {
             return Walk::NoWriteback;
         }
         t.set_word(i, w.with_writeback());
         drop(t);
         // The slot is ours: decompress and write with no lock held.
         let res = with_buf(&PAGE_BUF, PAGE_SIZE, |buf| {
-            if !self.decompress_entry(&e, buf) {
+            if self.decompress_entry(&e, buf).is_err() {
                 return Err(G::DecompressFail);
             }
             area.store
@@ -130,13 +130,16 @@ impl Inner {
         match res {
             Ok(()) => {
                 t.free_entry(ei);
-                t.set_word(i, SlotWord::EMPTY.with_value(SlotValue::OnDisk(e.cgroup)));
+                t.set_word(
+                    i,
+                    SlotWord::EMPTY.with_value(SlotValue::OnDisk(u32::from(e.cgroup))),
+                );
                 shard.wake(&t);
                 drop(t);
                 self.release_entry(e);
                 self.count(G::WrittenBackPages);
                 self.count(G::Zswpwb);
-                self.cgroups.event(e.cgroup, C::Zswpwb);
+                self.cgroups.event(u32::from(e.cgroup), C::Zswpwb);
                 Walk::WrittenBack
             }
             Err(g) => {

@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::buf::{with_buf, COMP_BUF};
 use crate::cache::{Area, Inner};
 use crate::cgroup::CgroupId;
-use crate::hooks::FaultHooks;
 use crate::index::{Entry, Shard, SlotValue, SlotWord};
 use crate::lru::pack_slot;
 use crate::numa;
@@ -129,30 +128,28 @@ impl Inner {
             return Err(RejectReason::PoolLimit);
         }
         let entry = Entry {
-            handle: 0,
-            cgroup: cg,
-            lru: 0,
-            pool: 0,
-            length: 0,
-            lane: 0,
-            referenced: false,
+            // Below MAX_CGROUPS (index.rs asserts it fits).
+            cgroup: cg as u16,
+            ..Entry::default()
         };
-        let ei = if FaultHooks::take(&self.faults.fail_entry_allocs) {
-            None
-        } else {
+        let stored = !self.faults.fail_entry_alloc() && {
             let (mut t, w) = shard.lock_idle(i);
-            t.alloc_entry(entry).map(|ei| {
+            t.reserve_entries() && {
                 self.stats.add(G::StoredPages as usize, 1);
                 self.stats.add(G::SameFilledPages as usize, 1);
                 self.cgroups.charge(cg, 0);
-                let old = self.take_entry(&mut t, w);
+                let old = t.replace_entry(i, w, entry);
                 Self::discard_owned(area, slot, w);
-                t.set_word(i, SlotWord::EMPTY.with_value(SlotValue::ZeroEntry(ei)));
+                t.set_word(
+                    i,
+                    SlotWord::EMPTY.with_value(SlotValue::ZeroEntry(i as u32)),
+                );
                 drop(t);
-                self.after_replace(w, old, false);
-            })
+                self.after_store(w, old);
+                true
+            }
         };
-        if ei.is_none() {
+        if !stored {
             self.count(G::RejectKmemcacheFail);
             return Err(RejectReason::KmemcacheFail);
         }
@@ -284,17 +281,17 @@ impl Inner {
                         page
                     }
                 };
-                if FaultHooks::take(&self.faults.fail_pool_allocs) {
+                if self.faults.fail_pool_alloc() {
                     return Err(RejectReason::AllocFail);
                 }
-                match pool.zs.alloc_write(data) {
-                    Ok(h) => Ok((h, data.len())),
+                match pool.zs.alloc_write_hint(data) {
+                    Ok((h, hint)) => Ok((h, hint, data.len())),
                     Err(uzswap_zsmalloc::Error::TooLarge { .. }) => Err(RejectReason::CompressPoor),
                     Err(_) => Err(RejectReason::AllocFail),
                 }
             },
         );
-        let (handle, length) = match res {
+        let (handle, hint, length) = match res {
             Ok(x) => x,
             Err(reason) => {
                 self.count(match reason {
@@ -315,7 +312,7 @@ impl Inner {
         // The node's list, in the pool's set of lists with `LruMode::PerPool` (0 otherwise).
         let lane = node + pool.lane_base;
         let warm = self.hot.warm();
-        let lru = if FaultHooks::take(&self.faults.fail_entry_allocs) {
+        let lru = if self.faults.fail_entry_alloc() {
             None
         } else {
             let l = &cgrp.lists[lane];
@@ -339,16 +336,18 @@ impl Inner {
         };
         let entry = Entry {
             handle: handle.to_raw(),
-            cgroup: cg,
+            hint: hint.0,
+            // Below MAX_CGROUPS (index.rs asserts it fits).
+            cgroup: cg as u16,
             lru: lru.unwrap_or(0),
             pool: pool_id,
             length: length as u16,
-            lane: lane as u16,
+            node: node as u8,
             referenced: warm == WarmProtection::SecondChance,
         };
         let (mut t, w) = shard.lock_idle(i);
-        let ei = match lru.and_then(|_| t.alloc_entry(entry)) {
-            Some(ei) => ei,
+        match lru.filter(|_| t.reserve_entries()) {
+            Some(_) => {}
             None => {
                 drop(t);
                 if let Some(l) = lru {
@@ -359,7 +358,7 @@ impl Inner {
                 self.count(G::RejectKmemcacheFail);
                 return Err(RejectReason::KmemcacheFail);
             }
-        };
+        }
         // Account before publishing, so a writeback or invalidation that frees the entry as soon
         // as the lock drops never un-counts it first.
         self.stats.add(G::StoredPages as usize, 1);
@@ -367,11 +366,11 @@ impl Inner {
             self.stats.add(G::StoredIncompressiblePages as usize, 1);
         }
         self.cgroups.charge(cg, length as u64);
-        let old = self.take_entry(&mut t, w);
+        let old = t.replace_entry(i, w, entry);
         Self::discard_owned(area, slot, w);
-        t.set_word(i, SlotWord::EMPTY.with_value(SlotValue::Entry(ei)));
+        t.set_word(i, SlotWord::EMPTY.with_value(SlotValue::Entry(i as u32)));
         drop(t);
-        self.after_replace(w, old, false);
+        self.after_store(w, old);
         self.count(G::Zswpout);
         self.cgroups.event(cg, C::Zswpout);
         Ok(if length == PAGE_SIZE {

@@ -185,6 +185,8 @@ fn run_concurrent_model(params: Params) {
         }
     }
     assert!(z.wait_shrink_idle(Duration::from_secs(30)));
+    z.check_invariants_after_concurrent_stores(THREADS)
+        .unwrap_or_else(|m| panic!("quiescent cache: {m}"));
     assert!(
         z.counters().pool_pages_compacted > 0,
         "compaction moved objects during the run"
@@ -276,6 +278,7 @@ fn run_concurrent_model(params: Params) {
     assert_eq!(swap.stats().blocks_stored, 0);
     let m = z.metadata();
     assert_eq!((m.entry_bytes, m.lru_bytes), (0, 0));
+    z.check_invariants().unwrap();
 }
 
 /// Writeback hammered on a handful of slots: the shrinkers write back the very entries that
@@ -355,6 +358,9 @@ fn writeback_races_on_few_slots() {
         "writeback raced: {}",
         c.written_back_pages
     );
+    assert!(z.wait_shrink_idle(Duration::from_secs(30)));
+    z.check_invariants_after_concurrent_stores(2)
+        .unwrap_or_else(|m| panic!("quiescent cache: {m}"));
     let mut buf = vec![0u8; PAGE_SIZE];
     for s in 0..FEW {
         match *oracle[s as usize].lock() {
@@ -448,4 +454,7 @@ fn sequential_loads_race_with_frees_and_compaction() {
             std::panic::resume_unwind(e);
         }
     }
+    assert!(z.wait_shrink_idle(Duration::from_secs(30)));
+    z.check_invariants_after_concurrent_stores(4)
+        .unwrap_or_else(|m| panic!("quiescent cache: {m}"));
 }

@@ -100,6 +100,7 @@ fn run_model(params: Params, ops: Vec<Op>) -> Result<(), TestCaseError> {
     let mut oracle: HashMap<u64, usize> = HashMap::new();
     let mut buf = vec![0u8; PAGE_SIZE];
     for op in ops {
+        let op_dbg = format!("{op:?}");
         match op {
             Op::Store { slot: s, page, cg } => match z.store(slot(s), &pages[page], cgs[cg]) {
                 StoreOutcome::Rejected(_) => {
@@ -166,6 +167,10 @@ fn run_model(params: Params, ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
         }
         prop_assert!(z.wait_shrink_idle(Duration::from_secs(10)));
+        // The structures agree with themselves, the counters and the pools.
+        if let Err(m) = z.check_invariants() {
+            prop_assert!(false, "after {:?}: {}", op_dbg, m);
+        }
         // Counters agree with the slots, slots with the oracle.
         let (mut stored, mut zero, mut zero_entries, mut on_disk) = (0u64, 0u64, 0u64, 0u64);
         for s in 0..SLOTS {

@@ -77,7 +77,7 @@ fn node_count_is_validated_and_fixed() {
             ..small_params(1024)
         };
         assert!(
-            matches!(Zswap::new(p), Err(Error::InvalidParam(_))),
+            matches!(Zswap::new(p), Err(Error::InvalidParam { .. })),
             "{bad}"
         );
     }
