@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The BENCHMARKS.md section 1 protocol in one command: N separate `uzswap bench` invocations
 # (each its own process, one cache, a warm-up and RUNS timed runs) on a saved corpus, then the
 # median and range over invocations of each paired ratio, of the per-load overhead in ns

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Integration tests of the swap file: real files in a private directory under the system temp
 //! dir, real page content (bytes of this test executable), real corruption through a second
 //! descriptor, and every injected fault kind.

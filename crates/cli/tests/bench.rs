@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! `uzswap bench` as a user runs it, on small corpora made of real file pages (this test
 //! binary's own bytes): the JSON contract of issue #3, verification, threads, the swap-file
 //! path under a pool limit, bad input, and (with UZSWAP_KERNEL_TESTS=1) the zram comparison.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Handles and the per-class handle tables.
 //!
 //! A [`Handle`] packs `generation:24 | class index:8 | slot:32` (high to low). `slot` indexes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! RSS under the free-page reuse policy ([`MemoryPolicy`]): with decay 0 RSS follows the pool's
 //! page count exactly (freed zspages go back at once); with a decay, freed pages stay resident
 //! and are reported by `cached_pages()` (RSS = pages + cached) until their decay time has

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Cgroups: the hierarchy, per-cgroup limits and counters, and the per-(cgroup, node) LRU lists.
 //!
 //! Cgroup records live in fixed chunks (the first allocated with the cache, the rest on demand)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The slot index: per swap area, a table of compact slot words indexed by offset, split into
 //! shards of `SHARD_SLOTS` slots, each under its own mutex.
 //!

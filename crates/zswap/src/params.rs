@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Parameters, with the kernel's names and defaults, plus switches for behaviour of upstream patches that today's kernel does not have.
 
 use std::str::FromStr;

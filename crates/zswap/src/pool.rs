@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Compressor pools: one zsmalloc pool per (compressor, chain size), the current one receiving
 //! new stores, old ones serving their entries until the last goes ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)).
 //!

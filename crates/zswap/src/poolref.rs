@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! A pool reference count that scales with threads, modelled on the kernel's `percpu_ref`.
 //!
 //! Every stored entry holds one reference on its pool ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)). A single atomic would be a

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The PSI pressure source: a background thread that arms a Linux PSI trigger
 //! (`/proc/pressure/memory` or a cgroup's `memory.pressure`), polls it for `POLLPRI`, and runs
 //! the memory-pressure shrinker on each event.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Writeback and the two shrinkers.
 //!
 //! * `walk_one`: the LRU walk callback (`shrink_memcg_cb`): rotate, second chance, revalidate,

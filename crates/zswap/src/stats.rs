@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Striped counters and the public counter snapshot.
 //!
 //! Hot-path counters are never a single shared atomic: every thread adds into its own stripe

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Store / load / invalidate / swap_out round trips, counters and metadata.
 
 mod common;

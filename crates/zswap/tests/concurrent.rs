@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Concurrent model test: threads store / load / invalidate overlapping slots while the
 //! pressure shrinker, the shrink worker, compressor switches and cgroup removal run. Same-slot
 //! calls are serialised by a per-slot lock in the test, as the swap-cache folio lock does in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Fault injection: swap-file write and read errors, a full disk, corruption (allocation
 //! failures: `hooks.rs`'s unit test). Every failure is reported by the call that met it, and
 //! nothing stored before is lost.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Proptest model test: the single-threaded cache against a HashMap oracle, with writeback,
 //! the shrink worker, compressor switches and enable toggles mixed in; and the same with the
 //! cache variants (zero pages with entries, per-pool LRU lists) and their own operations.
