@@ -101,9 +101,15 @@ impl Inner {
     /// invalidation path doesn't test for them.
     #[inline]
     pub(crate) fn after_store(&self, old: SlotWord, old_entry: Option<Entry>) {
-        match old_entry {
-            Some(e) if old.zero_entry() => self.release_zero_entry(&e),
-            _ => self.after_replace(old, old_entry, false),
+        if let Some(e) = old_entry {
+            if old.zero_entry() {
+                self.release_zero_entry(&e);
+            } else {
+                self.release_entry(e);
+            }
+        }
+        if old.value() == SlotValue::Zero {
+            self.stats.sub(G::ZeroPages as usize, 1);
         }
     }
 
