@@ -11,8 +11,9 @@ use uzswap_zsmalloc::Handle;
 use crate::cache::Zswap;
 use crate::index::{Entry, SlotValue, SHARD_SHIFT};
 use crate::lru::unpack_slot;
+use crate::params::LruMode;
 use crate::stats::{C, G};
-use crate::{SwapSlot, PAGE_SIZE};
+use crate::{SwapSlot, MAX_POOLS, PAGE_SIZE};
 
 impl Zswap {
     /// Checks the cache's invariants; returns a description of the first violation. For tests,
@@ -20,18 +21,22 @@ impl Zswap {
     /// ([`Zswap::wait_shrink_idle`]). Costs a pass over every slot, LRU node and pool object.
     ///
     /// Checked:
-    /// - the index: every slot word names a distinct live entry of its shard's slab, the slab's
-    ///   free list covers the other cells, no slot is in flight (`LOADING` / `WRITEBACK`), no
-    ///   thread waits, a slot on disk names a cgroup that exists;
-    /// - the LRU: every entry is on exactly one list, the one of its cgroup and node, at the node
+    /// - the index: every slot word names the entry at its own index of its shard's table, the
+    ///   other cells are free, no slot is in flight (`LOADING` / `WRITEBACK`), no thread waits,
+    ///   a slot on disk names a cgroup that exists; a zero entry (`Params::zero_page_entries`)
+    ///   has length 0, no handle, no LRU node and no second-chance bit;
+    /// - the LRU: every pool entry is on exactly one list, the one of its cgroup and lane (its
+    ///   node's list, or with `LruMode::PerPool` its pool's list for that node), at the node
     ///   index it records; every list node belongs to an entry; the lists' links and lengths
     ///   are sound;
-    /// - the counters: `stored_pages`, zero pages and incompressible pages equal what the index
-    ///   holds; each cgroup's charge (`zswap` bytes, `zswapped` pages) equals the entries of the
-    ///   cgroup and its descendants (charges are hierarchical);
-    /// - the pools: each entry's pool is live and its handle names an object at least as long as
-    ///   the entry; each pool holds exactly one object per entry, its references are its entries
-    ///   plus the base reference while it is current, and zsmalloc's own checker passes;
+    /// - the counters: `stored_pages` (pool and zero entries), `same_filled_pages` (zero
+    ///   entries), zero pages and incompressible pages equal what the index holds; each cgroup's
+    ///   charge (`zswap` bytes, `zswapped` pages) equals the entries of the cgroup and its
+    ///   descendants (charges are hierarchical; a zero entry is a page of 0 bytes);
+    /// - the pools: each pool entry's pool is live and its handle names an object at least as
+    ///   long as the entry; each pool holds exactly one object per entry, its references are its
+    ///   entries plus the base reference while it is current (zero entries hold none), and
+    ///   zsmalloc's own checker passes;
     /// - the pool limit: the pools exceed `max_pool_pages` by at most one zspage (`chain_size`
     ///   pages), since a store checks the limit before it allocates, as `zswap_store` does;
     ///   after stores from several threads at once use
@@ -50,6 +55,7 @@ impl Zswap {
         let i = &self.inner;
         // The index.
         let mut entries: Vec<(SwapSlot, Entry)> = Vec::new();
+        let mut zero_entries: Vec<(SwapSlot, Entry)> = Vec::new();
         let (mut zero, mut raw) = (0u64, 0u64);
         for (a, cell) in i.areas.iter().enumerate() {
             let Some(area) = OnceLock::get(cell) else {
@@ -72,6 +78,15 @@ impl Zswap {
                             raw += u64::from(usize::from(e.length) == PAGE_SIZE);
                             entries.push((slot, e));
                         }
+                        (SlotValue::ZeroEntry(_), Some(e)) => {
+                            if e != (Entry {
+                                cgroup: e.cgroup,
+                                ..Entry::default()
+                            }) {
+                                return Err(format!("slot {slot}: zero entry {e:?}"));
+                            }
+                            zero_entries.push((slot, e));
+                        }
                         (SlotValue::OnDisk(owner), _) => {
                             if i.cgroups.get(owner).is_none() {
                                 return Err(format!(
@@ -88,7 +103,16 @@ impl Zswap {
         // The counters.
         let gauge = |g: G| i.stats.sum(g as usize);
         let expect = [
-            ("stored_pages", G::StoredPages, entries.len() as u64),
+            (
+                "stored_pages",
+                G::StoredPages,
+                (entries.len() + zero_entries.len()) as u64,
+            ),
+            (
+                "same_filled_pages",
+                G::SameFilledPages,
+                zero_entries.len() as u64,
+            ),
             ("zero pages", G::ZeroPages, zero),
             ("incompressible pages", G::StoredIncompressiblePages, raw),
         ];
@@ -101,23 +125,33 @@ impl Zswap {
             }
         }
 
-        // The LRU lists.
+        // The LRU lists: one per lane (a node, or with per-pool lists a (pool slot, node)).
+        let lanes = match i.lru_mode() {
+            LruMode::Global => i.nodes,
+            LruMode::PerPool => i.pools.lane_base(MAX_POOLS as u16),
+        };
         let mut listed: HashMap<SwapSlot, (u32, usize, u32)> = HashMap::new();
         let ids = i.cgroups.id_limit();
         for id in 0..ids {
             let Some(c) = i.cgroups.get(id) else {
                 continue;
             };
-            for (node, l) in c.lists.iter().enumerate() {
+            if c.lists.len() != lanes {
+                return Err(format!(
+                    "cgroup {id}: {} LRU lists, {lanes} lanes",
+                    c.lists.len()
+                ));
+            }
+            for (lane, l) in c.lists.iter().enumerate() {
                 let nodes = l
                     .check()
-                    .map_err(|m| format!("cgroup {id} node {node} LRU: {m}"))?;
+                    .map_err(|m| format!("cgroup {id} lane {lane} LRU: {m}"))?;
                 for (idx, key) in nodes {
                     let slot = unpack_slot(key);
-                    if let Some(other) = listed.insert(slot, (id, node, idx)) {
+                    if let Some(other) = listed.insert(slot, (id, lane, idx)) {
                         return Err(format!(
-                            "slot {slot} is on two LRU lists: (cgroup, node, index) {other:?} and {:?}",
-                            (id, node, idx)
+                            "slot {slot} is on two LRU lists: (cgroup, lane, index) {other:?} and {:?}",
+                            (id, lane, idx)
                         ));
                     }
                 }
@@ -131,10 +165,13 @@ impl Zswap {
             ));
         }
         for (slot, e) in &entries {
-            let want = (u32::from(e.cgroup), usize::from(e.node), e.lru);
+            if usize::from(e.node) >= i.nodes {
+                return Err(format!("slot {slot}: node {} of {}", e.node, i.nodes));
+            }
+            let want = (u32::from(e.cgroup), i.entry_lane(e), e.lru);
             if listed.get(slot) != Some(&want) {
                 return Err(format!(
-                    "slot {slot}: entry says (cgroup, node, index) {want:?}, the lists {:?}",
+                    "slot {slot}: entry says (cgroup, lane, index) {want:?}, the lists {:?}",
                     listed.get(slot)
                 ));
             }
@@ -142,7 +179,7 @@ impl Zswap {
 
         // Charges, hierarchical.
         let mut charged = vec![(0u64, 0u64); ids as usize];
-        for (slot, e) in &entries {
+        for (slot, e) in entries.iter().chain(&zero_entries) {
             let mut cur = Some(u32::from(e.cgroup));
             while let Some(id) = cur {
                 let c = i

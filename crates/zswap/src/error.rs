@@ -106,6 +106,14 @@ pub enum Error {
     /// store.
     #[error("cgroup {0} has zswap writeback disabled: the page can't go to the swap file")]
     WritebackDisabled(u32),
+    /// `set_params` with a different `lru` (fixed when the cache is created).
+    #[error("lru can't change at run time (the cache was created with {current}, asked for {requested})")]
+    LruModeFixed {
+        /// The cache's LRU mode.
+        current: crate::LruMode,
+        /// The mode asked for.
+        requested: crate::LruMode,
+    },
     /// The shrink worker thread could not be started.
     #[error("cannot start the shrink worker thread")]
     WorkerSpawn(#[source] io::Error),

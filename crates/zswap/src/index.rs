@@ -5,14 +5,21 @@
 //! A slot word (u32) is the typed value of one swap slot:
 //!
 //! ```text
-//!  31 30        29       28       27 ........................ 0
-//!  -- WRITEBACK LOADING  0        value: 0 = empty, 1 = zero page, n >= 2 = entry n - 2
-//!  -- WRITEBACK LOADING  ON_DISK  owner cgroup id
+//!  31          30        29       28       27 ........................ 0
+//!  0           WRITEBACK LOADING  0        value: 0 = empty, 1 = zero page, n >= 2 = entry n - 2
+//!  0           WRITEBACK LOADING  ON_DISK  owner cgroup id
+//!  ZERO_ENTRY  0         0        0        entry n (a zero-filled page with an entry)
 //! ```
 //!
-//! `SlotValue` is the only way the rest of the crate sees a word's value, and zero pages exist
-//! only as `SlotValue::Zero`: no entry, no allocation, one word ("mm: zswap: store zero-filled pages without a zswap_entry" (6.10)). Entries (24 bytes)
-//! live in a per-shard slab whose free list is threaded through the free entries.
+//! `SlotValue` is the only way the rest of the crate sees a word's value. By default zero
+//! pages exist only as `SlotValue::Zero`: no entry, no allocation, one word (the swap core's
+//! zeromap since "mm: store zero pages to be swapped out in a bitmap", 6.12). With
+//! `Params::zero_page_entries` a zero page is `SlotValue::ZeroEntry`: an entry of length 0
+//! with no pool object and no LRU node, as before "mm: zswap: store zero-filled pages without
+//! a zswap_entry" (RFC, Mar 2024). Its own tag keeps it off every path that handles pool
+//! entries (load, writeback, prefetch), at no cost to them: `value()` tests `ON_DISK` and
+//! `ZERO_ENTRY` with one mask. Entries (24 bytes), zero entries included, sit in a per-shard
+//! table at their slot's own index.
 //!
 //! `LOADING` / `WRITEBACK` mark a slot "in flight" (the kernel's locked swap-cache folio): the
 //! load or writeback that set the bit owns the slot until it clears it, with the shard lock
@@ -33,6 +40,8 @@ const VALUE_MASK: u32 = (1 << 28) - 1;
 const ON_DISK: u32 = 1 << 28;
 const LOADING: u32 = 1 << 29;
 const WRITEBACK: u32 = 1 << 30;
+/// The value bits name a zero-filled page's entry (`SlotValue::ZeroEntry`).
+const ZERO_ENTRY: u32 = 1 << 31;
 const _: () = assert!(crate::MAX_CGROUPS as u32 <= VALUE_MASK);
 const _: () = assert!(crate::MAX_CGROUPS <= u16::MAX as usize + 1);
 
@@ -43,6 +52,9 @@ pub(crate) enum SlotValue {
     Zero,
     /// An entry, at this index of the shard's entry table (the slot's own index).
     Entry(u32),
+    /// A zero-filled page kept with an entry of length 0 (`Params::zero_page_entries`), at this
+    /// index of the shard's entry table (the slot's own index); no pool object, no LRU node.
+    ZeroEntry(u32),
     /// The swap file block holds the page; the cgroup id it belonged to (may since be offline).
     OnDisk(u32),
 }
@@ -54,8 +66,13 @@ impl SlotWord {
     pub(crate) const EMPTY: SlotWord = SlotWord(0);
 
     pub(crate) fn value(self) -> SlotValue {
-        if self.on_disk() {
-            return SlotValue::OnDisk(self.0 & VALUE_MASK);
+        // One test for both tags: the untagged values cost what they did before zero entries.
+        if self.0 & (ON_DISK | ZERO_ENTRY) != 0 {
+            return if self.on_disk() {
+                SlotValue::OnDisk(self.0 & VALUE_MASK)
+            } else {
+                SlotValue::ZeroEntry(self.0 & VALUE_MASK)
+            };
         }
         match self.0 & VALUE_MASK {
             0 => SlotValue::Empty,
@@ -73,8 +90,17 @@ impl SlotWord {
                 debug_assert!(owner <= VALUE_MASK);
                 ON_DISK | owner
             }
+            SlotValue::ZeroEntry(i) => {
+                debug_assert!(i <= VALUE_MASK);
+                ZERO_ENTRY | i
+            }
         };
-        SlotWord((self.0 & !(ON_DISK | VALUE_MASK)) | bits)
+        SlotWord((self.0 & !(ZERO_ENTRY | ON_DISK | VALUE_MASK)) | bits)
+    }
+    /// The word names a zero entry (`SlotValue::ZeroEntry`).
+    #[inline]
+    pub(crate) fn zero_entry(self) -> bool {
+        self.0 & ZERO_ENTRY != 0
     }
     /// The swap file holds a block for this slot (`SlotValue::OnDisk`).
     #[inline]
@@ -115,6 +141,8 @@ pub(crate) struct Entry {
     pub(crate) pool: u16,
     /// Compressed length; `PAGE_SIZE` means stored as-is.
     pub(crate) length: u16,
+    /// NUMA node. The entry's LRU list among its cgroup's lists (its lane) is its pool's
+    /// `lane_base` plus the node (`lane_base` is 0 unless `LruMode::PerPool`).
     pub(crate) node: u8,
     /// Second-chance bit.
     pub(crate) referenced: bool,
@@ -203,10 +231,11 @@ impl ShardTable {
     }
 
     /// Put `e` at slot `i` (after [`ShardTable::reserve_entries`]), returning the entry it
-    /// replaces if the slot's word `w` named one. The caller then rewrites the word.
+    /// replaces if the slot's word `w` named one (a pool entry, or a zero entry if `w` says
+    /// `ZeroEntry`). The caller then rewrites the word.
     pub(crate) fn replace_entry(&mut self, i: usize, w: SlotWord, e: Entry) -> Option<Entry> {
         let old = match w.value() {
-            SlotValue::Entry(ei) => {
+            SlotValue::Entry(ei) | SlotValue::ZeroEntry(ei) => {
                 debug_assert_eq!(ei as usize, i);
                 Some(self.entries[i])
             }
@@ -231,9 +260,9 @@ impl ShardTable {
 
     /// Checks the shard's own structure and returns its slots that hold something, as
     /// `(in-shard index, word, entry if the word names one)` (the cache's invariant checker).
-    /// Checked: an entry word names the entry at its own index, `live` counts them, the entry
-    /// table exists exactly while the shard holds an entry, and every other cell is free
-    /// (handle 0).
+    /// Checked: an entry word (pool or zero entry) names the entry at its own index, `live`
+    /// counts them, the entry table exists exactly while the shard holds an entry, and every
+    /// other cell is free (handle 0).
     pub(crate) fn check(&self) -> Result<Vec<(usize, SlotWord, Option<Entry>)>, String> {
         let mut named = vec![false; self.entries.len()];
         let mut out = Vec::new();
@@ -242,7 +271,7 @@ impl ShardTable {
             let entry = match w.value() {
                 SlotValue::Empty => continue,
                 SlotValue::Zero | SlotValue::OnDisk(_) => None,
-                SlotValue::Entry(ei) => {
+                SlotValue::Entry(ei) | SlotValue::ZeroEntry(ei) => {
                     if ei as usize != i {
                         return Err(format!("slot {i} names entry {ei}, not its own"));
                     }
@@ -360,6 +389,26 @@ mod tests {
         assert_eq!(b.idle(), w);
         assert_eq!(w.with_value(SlotValue::Zero).value(), SlotValue::Zero);
         assert_eq!(std::mem::size_of::<Entry>(), 24);
+        // A zero entry is neither a pool entry nor a disk block, and any value replaces it.
+        let last = SHARD_SLOTS as u32 - 1;
+        let z = SlotWord::EMPTY.with_value(SlotValue::ZeroEntry(last));
+        assert_eq!(z.value(), SlotValue::ZeroEntry(last));
+        assert!(!z.on_disk() && !z.busy());
+        for v in [
+            SlotValue::Empty,
+            SlotValue::Zero,
+            SlotValue::Entry(4),
+            SlotValue::OnDisk(2),
+        ] {
+            assert_eq!(z.with_value(v).value(), v);
+            assert_eq!(
+                SlotWord::EMPTY
+                    .with_value(v)
+                    .with_value(SlotValue::ZeroEntry(9))
+                    .value(),
+                SlotValue::ZeroEntry(9)
+            );
+        }
     }
 
     #[test]
@@ -403,6 +452,11 @@ mod tests {
         let newer = Entry { handle: 2, ..e };
         assert_eq!(t.replace_entry(5, t.word(5), newer), Some(e));
         assert_eq!((*t.entry(5), t.live), (newer, 2));
+        // So does a store over a zero entry (`Params::zero_page_entries`).
+        t.set_word(9, SlotWord::EMPTY.with_value(SlotValue::ZeroEntry(9)));
+        assert_eq!(t.replace_entry(9, t.word(9), newer), Some(e));
+        assert_eq!(t.live, 2);
+        assert_eq!(t.check().map(|v| v.len()), Ok(2));
         t.free_entry(5);
         assert_eq!(t.heap_bytes().1, SHARD_SLOTS * std::mem::size_of::<Entry>());
         t.free_entry(9);

@@ -9,6 +9,9 @@
 //! before pool size limit is hit", v2, on 6.10-rc6); the shrink worker and the memory-pressure
 //! shrinker (count/scan: "zswap: shrink zswap pool based on memory pressure", 6.8); an optional
 //! PSI pressure source; cgroups with `zswap.max` and `zswap.writeback`; the kernel's counters.
+//! Older kernels' behaviour as settings ([`Params`]): zero-filled pages kept with a length-0
+//! entry (`zero_page_entries`, before "mm: zswap: store zero-filled pages without a
+//! zswap_entry"), and one LRU and shrinker per pool (`lru`, [`LruMode::PerPool`], 6.8).
 //!
 //! **Modules** (one job each):
 //!
@@ -31,13 +34,16 @@
 //!
 //! **Data layout** (see `index.rs`): per swap area a table of u32 slot words, split in shards
 //! of 4096 slots, each shard under a mutex. A slot word is empty, a zero page (no entry, no
-//! pool memory), an entry, or `ON_DISK` with the id of the cgroup that owned the page (the
-//! kernel's swap_cgroup, for the disk refault credit), plus `LOADING` / `WRITEBACK` bits. The
-//! 24-byte entries `{handle, object location hint, lru node, cgroup, pool, length, node,
-//! referenced}` sit in a per-shard table at their slot's index, so a load fetches the word and
-//! the entry together, then the object (from the hint) and its handle together.
+//! pool memory), an entry, a `ZERO_ENTRY`-tagged entry of length 0 (`zero_page_entries`), or
+//! `ON_DISK` with the id of the cgroup that owned the page (the kernel's swap_cgroup, for the
+//! disk refault credit), plus `LOADING` / `WRITEBACK` bits. The 24-byte entries `{handle,
+//! object location hint, lru node, cgroup, pool, length, node, referenced}` sit in a per-shard
+//! table at their slot's index, so a load fetches the word and the entry together, then the
+//! object (from the hint) and its handle together.
 //! The LRU of each (cgroup, node) (`lru.rs`) is eight intrusive sub-lists of 16-byte nodes
-//! holding the packed slot, one per thread stripe, kept in one order by sequence numbers.
+//! holding the packed slot, one per thread stripe, kept in one order by sequence numbers; with
+//! per-pool lists a cgroup has one such LRU per (pool slot, node), and an entry's LRU (its
+//! lane) is its pool's `lane_base` plus its node.
 //! Counters are striped per thread (`stats.rs`); pool references are striped (`poolref.rs`).
 //! Each pool keeps the memory of freed zspages for a second, bounded by the pool limit
 //! (`pool::memory_policy`); the idle shrink worker and memory pressure give it back.
@@ -107,7 +113,7 @@ pub use error::Error;
 pub use hooks::FaultHooks;
 pub use numa::{nr_nodes, MAX_NUMA_NODES};
 pub use outcome::{LoadOutcome, MetadataUsage, PoolInfo, RejectReason, SlotState, StoreOutcome};
-pub use params::{mem_total_bytes, Params, WarmProtection};
+pub use params::{mem_total_bytes, LruMode, Params, WarmProtection};
 pub use pool::MAX_POOLS;
 pub use pressure::PressureConfig;
 pub use shrink::ShrinkScan;

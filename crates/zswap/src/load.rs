@@ -218,6 +218,23 @@ impl Inner {
                 self.count(G::SwpinZero);
                 Ok(LoadOutcome::Hit)
             }
+            SlotValue::ZeroEntry(ei) => {
+                // zswap_load of a length-0 entry up to 6.11: fill, count zswpin; an exclusive
+                // load frees the entry.
+                let e = *t.entry(ei);
+                if exclusive {
+                    t.free_entry(ei);
+                    t.set_word(i, w.with_value(SlotValue::Empty));
+                }
+                drop(t);
+                page.fill(0);
+                if exclusive {
+                    self.release_zero_entry(&e);
+                }
+                self.count(G::Zswpin);
+                self.cgroups.event(u32::from(e.cgroup), C::Zswpin);
+                Ok(LoadOutcome::Hit)
+            }
             SlotValue::Entry(ei) if !exclusive => {
                 let e = *t.entry(ei);
                 self.prefetch_object(&e);
@@ -365,7 +382,9 @@ impl Inner {
             WarmProtection::SecondChance => {
                 c.disk_swapins[node].fetch_add(1, Relaxed);
             }
-            WarmProtection::ProtectedSize => c.lists[node].add_protected(),
+            WarmProtection::ProtectedSize => {
+                c.protected[node].fetch_add(1, Relaxed);
+            }
         }
     }
 

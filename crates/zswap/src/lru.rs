@@ -3,7 +3,10 @@
 //! over node slabs.
 //!
 //! There is one [`Lru`] per (cgroup, node); together they form the single global LRU shared by
-//! all pools ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)). A node holds the entry's
+//! all pools ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)), or, with
+//! `LruMode::PerPool`, one per (cgroup, node, pool) as before that series (see
+//! `Cgroup::lists`). The warm-entry estimate of `WarmProtection::ProtectedSize` belongs to the
+//! (cgroup, node), not to a list: `Cgroup::protected`. A node holds the entry's
 //! swap slot, packed into a u64; the entry holds its node's index. Nodes are only removed by
 //! the entry's owner (the free path); the shrinker only rotates them, so a node it looked at
 //! may be gone by the time it checks the slot, and it then re-validates the entry in the index
@@ -230,9 +233,6 @@ pub(crate) struct Lru {
     subs: [CachePadded<Sub>; NR_SUBLISTS],
     /// The next sequence number (wrapping; ages are compared as differences from it).
     seq: CachePadded<AtomicU32>,
-    /// The estimate of warm entries of "zswap: shrink zswap pool based on memory pressure"
-    /// (6.8) (used by `WarmProtection::ProtectedSize`).
-    protected: SpinMutex<u64>,
 }
 
 impl Default for Lru {
@@ -246,7 +246,6 @@ impl Default for Lru {
                 })
             }),
             seq: CachePadded::new(AtomicU32::new(0)),
-            protected: SpinMutex::new(0),
         }
     }
 }
@@ -342,27 +341,6 @@ impl Lru {
             .collect();
         all.sort_unstable_by_key(|a| std::cmp::Reverse(a.0));
         all.into_iter().map(|(_, _, k)| k).collect()
-    }
-
-    /// The count of warm entries ("zswap: shrink zswap pool based on memory pressure", 6.8).
-    pub(crate) fn protected(&self) -> u64 {
-        *self.protected.lock()
-    }
-
-    /// One more warm entry.
-    pub(crate) fn add_protected(&self) {
-        *self.protected.lock() += 1;
-    }
-
-    /// A new entry counts as warm; the estimate decays to half when it exceeds a quarter of the
-    /// list ("zswap: shrink zswap pool based on memory pressure" (6.8)).
-    pub(crate) fn note_new_protected(&self) {
-        let len = self.len();
-        let mut p = self.protected.lock();
-        *p += 1;
-        if *p > len / 4 {
-            *p /= 2;
-        }
     }
 }
 

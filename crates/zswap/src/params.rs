@@ -22,6 +22,52 @@ pub enum WarmProtection {
     ProtectedSize,
 }
 
+/// How the compressed entries are kept in LRU order: one LRU shared by every compressor pool
+/// (today's kernel), or one per pool (before "mm/zswap: global lru and shrinker shared by all
+/// zswap_pools", v3, merged in 6.9). Fixed when the cache is created, as `numa_nodes`: the
+/// per-(cgroup, node) lists are laid out for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+pub enum LruMode {
+    /// Since 6.9: one set of (cgroup, node) lists for all pools, one memory-pressure shrinker,
+    /// one pool-limit shrink worker; writeback takes the coldest entries whatever their pool.
+    #[default]
+    Global,
+    /// 6.8 (and earlier): each compressor pool has its own (cgroup, node) lists and its own
+    /// memory-pressure shrinker; every pool's shrinker runs under pressure, with no order
+    /// between them. A store over the pool limit queues the shrink work of the last pool of
+    /// `zswap_pools` (`zswap_pool_last_get`), the oldest live one, since a new pool is added at
+    /// the head; that work keeps its own cgroup cursor but, since "zswap: make shrinking
+    /// memcg-aware" (6.8), `shrink_memcg` walks the lists of the *current* pool
+    /// (`zswap_pool_current_get`). So after a compressor switch, limit-driven writeback takes
+    /// entries of the newest pool only, and the older pools' (colder) entries stay until they
+    /// are loaded, invalidated or reached by their pool's memory-pressure shrinker.
+    PerPool,
+}
+
+impl FromStr for LruMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "global" => Ok(LruMode::Global),
+            "per-pool" => Ok(LruMode::PerPool),
+            _ => Err(Error::InvalidParam {
+                name: "lru",
+                value: s.to_string(),
+                expected: "global or per-pool",
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for LruMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LruMode::Global => "global",
+            LruMode::PerPool => "per-pool",
+        })
+    }
+}
+
 impl FromStr for WarmProtection {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self, Error> {
@@ -77,6 +123,21 @@ pub struct Params {
     /// progress, so one run reaches the accept threshold; `uzswap replay` uses `true` to predict
     /// the kernel.
     pub rotation_is_failure: bool,
+    /// Zero-filled pages. `false` (today's kernel): kept without an entry, as the swap core's
+    /// zeromap does since "mm: store zero pages to be swapped out in a bitmap" (6.12), counted
+    /// as `swpout_zero` / `swpin_zero`. `true`: the behaviour before "mm: zswap: store
+    /// zero-filled pages without a zswap_entry" (RFC, Mar 2024): a zero-filled page is a zswap
+    /// store like any other (`zswpout` / `zswpin`, `stored_pages`, debugfs
+    /// `same_filled_pages`), with a real entry of length 0 (entry metadata, no pool memory, not
+    /// on the LRU), and it first passes the cgroup and pool limit checks, as `zswap_store` did
+    /// up to 6.9 (so it is rejected while the pool is full or zswap is disabled). Only
+    /// zero-filled pages: kernels up to 6.11 also kept pages filled with one non-zero word
+    /// this way. May change at run time: slots already kept either way stay valid.
+    pub zero_page_entries: bool,
+    /// One LRU for all pools, or one per pool (see [`LruMode`]). Fixed when the cache is
+    /// created. Per-pool lists are laid out for every pool slot ([`crate::MAX_POOLS`]) of every
+    /// cgroup: about 70 KiB per cgroup and node, allocated with the cgroup's chunk.
+    pub lru: LruMode,
     /// NUMA nodes the cache keeps LRU lists for (1..=`MAX_NUMA_NODES`; default: the machine's,
     /// `nr_nodes()`). Fixed when the cache is created. `store` uses the calling CPU's node
     /// (folded into the last list if the machine has more); `store_on_node` takes the node, so
@@ -99,6 +160,8 @@ impl Default for Params {
             warm_protection: WarmProtection::SecondChance,
             memcg_limit_sync_writeback: true,
             rotation_is_failure: false,
+            zero_page_entries: false,
+            lru: LruMode::Global,
             numa_nodes: crate::nr_nodes(),
         }
     }

@@ -29,6 +29,12 @@ pub(crate) struct ZswapPool {
     pub(crate) chain_size: usize,
     pub(crate) zs: Pool,
     pub(crate) refs: PoolRef,
+    /// The pool's first LRU list among a cgroup's lists: an entry of node `n` goes on lane
+    /// `lane_base + n`. 0 for every pool with the global LRU; `id × nodes` with per-pool lists.
+    pub(crate) lane_base: usize,
+    /// With per-pool lists, the cgroup cursor of this pool's shrink work (6.8's
+    /// `pool->next_shrink`); unused with the global LRU.
+    pub(crate) cursor: Mutex<Option<u32>>,
 }
 
 /// Chunks (2 MiB each) kept faulted in ahead of a growing pool: one to carve next while the
@@ -74,6 +80,9 @@ pub(crate) struct Pools {
     instance: u64,
     /// Current bound of every pool's freed-memory cache (the pool limit, in pages).
     max_cached_pages: AtomicUsize,
+    /// LRU lists per pool in a cgroup: 0 with the global LRU (every pool shares lanes
+    /// `0..nodes`), `nodes` with per-pool lists.
+    lanes_per_pool: usize,
 }
 
 /// A thread's view of one cache's pools.
@@ -92,11 +101,13 @@ const SNAPSHOTS_PER_THREAD: usize = 4;
 
 impl Pools {
     /// `max_cached_pages`: bound of each pool's cache of freed zspage memory (see
-    /// [`memory_policy`]).
+    /// [`memory_policy`]). `lanes_per_pool`: 0 for the global LRU, the node count for per-pool
+    /// lists (see `ZswapPool::lane_base`).
     pub(crate) fn new(
         alg: Algorithm,
         chain_size: usize,
         max_cached_pages: usize,
+        lanes_per_pool: usize,
     ) -> Result<Pools, Error> {
         static INSTANCES: AtomicU64 = AtomicU64::new(1);
         let pools = Pools {
@@ -110,6 +121,7 @@ impl Pools {
             generation: AtomicU64::new(1),
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             max_cached_pages: AtomicUsize::new(max_cached_pages),
+            lanes_per_pool,
         };
         pools.switch(alg, chain_size)?;
         Ok(pools)
@@ -133,6 +145,8 @@ impl Pools {
             chain_size,
             zs,
             refs: PoolRef::new(),
+            lane_base: self.lane_base(id as u16),
+            cursor: Mutex::new(None),
         });
         self.table[id].store(Arc::as_ptr(&pool).cast_mut(), Ordering::Release);
         reg.live.push(pool.clone());
@@ -234,6 +248,21 @@ impl Pools {
         }
     }
 
+    /// The `lane_base` of pool table index `id` (no need for the pool to be alive).
+    #[inline]
+    pub(crate) fn lane_base(&self, id: u16) -> usize {
+        usize::from(id) * self.lanes_per_pool
+    }
+
+    /// Per-pool LRU lists (`lanes_per_pool` > 0) or the global LRU.
+    pub(crate) fn lru_mode(&self) -> crate::LruMode {
+        if self.lanes_per_pool == 0 {
+            crate::LruMode::Global
+        } else {
+            crate::LruMode::PerPool
+        }
+    }
+
     /// Pages held by all live pools (`zswap_total_pages`).
     pub(crate) fn total_pages(&self) -> u64 {
         self.reg
@@ -267,8 +296,20 @@ impl Pools {
         self.live().iter().map(|p| p.zs.compact() as u64).sum()
     }
 
+    /// The live pools, oldest first.
     pub(crate) fn live(&self) -> Vec<Arc<ZswapPool>> {
         self.reg.lock().live.clone()
+    }
+
+    /// The oldest live pool: the last of the kernel's `zswap_pools` list, where a new pool is
+    /// added at the head (`zswap_pool_last_get`, 6.8).
+    pub(crate) fn oldest(&self) -> Arc<ZswapPool> {
+        self.reg
+            .lock()
+            .live
+            .first()
+            .cloned()
+            .expect("a current pool always exists")
     }
 
     pub(crate) fn current(&self) -> Arc<ZswapPool> {

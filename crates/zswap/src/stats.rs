@@ -209,8 +209,10 @@ pub(crate) enum G {
     ShrinkWorkerRuns,
     ShrinkWorkerYields,
     PoolPagesCompacted,
+    /// Zero-filled pages kept with an entry (`Params::zero_page_entries`).
+    SameFilledPages,
 }
-pub(crate) const NR_GLOBAL: usize = G::PoolPagesCompacted as usize + 1;
+pub(crate) const NR_GLOBAL: usize = G::SameFilledPages as usize + 1;
 
 /// Indices of the per-cgroup counters (hierarchical: an event is counted on the cgroup and
 /// every ancestor, as memory.stat reports it in cgroup v2).
@@ -273,10 +275,14 @@ pub struct Counters {
     pub written_back_pages: u64,
     /// Bytes of the pages every pool holds (`pool_total_size`).
     pub pool_total_size: u64,
-    /// Pages stored in the pools, compressed or as-is (`stored_pages`).
+    /// Pages stored with an entry: compressed, as-is, and zero entries (`stored_pages`).
     pub stored_pages: u64,
     /// Of `stored_pages`, those kept as-is (`stored_incompressible_pages`).
     pub stored_incompressible_pages: u64,
+    /// Zero-filled pages kept with an entry of length 0 (`Params::zero_page_entries`; the
+    /// debugfs file of kernels before "mm: remove code to handle same filled pages", 6.12).
+    /// They are part of `stored_pages`.
+    pub same_filled_pages: u64,
     // zero pages (the swap layer's zeromap in today's kernel)
     /// Zero-filled pages recorded without an entry (the swap layer's zeromap in today's kernel).
     pub zero_pages: u64,
@@ -342,6 +348,7 @@ impl Counters {
             pool_total_size: 0,
             stored_pages: g.gauge(G::StoredPages as usize),
             stored_incompressible_pages: g.gauge(G::StoredIncompressiblePages as usize),
+            same_filled_pages: g.gauge(G::SameFilledPages as usize),
             zero_pages: g.gauge(G::ZeroPages as usize),
             zswpin: g.sum(G::Zswpin as usize),
             zswpout: g.sum(G::Zswpout as usize),
@@ -373,7 +380,7 @@ impl Counters {
     pub fn to_kernel_text(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
-        let rows: [(&str, u64); 32] = [
+        let rows: [(&str, u64); 33] = [
             ("pool_limit_hit", self.pool_limit_hit),
             ("reject_reclaim_fail", self.reject_reclaim_fail),
             ("reject_alloc_fail", self.reject_alloc_fail),
@@ -388,6 +395,7 @@ impl Counters {
                 "stored_incompressible_pages",
                 self.stored_incompressible_pages,
             ),
+            ("same_filled_pages", self.same_filled_pages),
             ("zero_pages", self.zero_pages),
             ("zswpin", self.zswpin),
             ("zswpout", self.zswpout),
