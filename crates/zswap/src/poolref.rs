@@ -59,6 +59,7 @@ impl PoolRef {
     #[inline]
     pub(crate) fn tryget_at(&self, i: usize) -> Result<(), RefState> {
         self.stripes[i].fetch_add(1, SeqCst);
+        crate::sync::seqcst_order_point();
         if !self.killed.load(SeqCst) {
             return Ok(());
         }
@@ -75,6 +76,7 @@ impl PoolRef {
     #[inline]
     pub(crate) fn put_at(&self, i: usize) -> RefState {
         self.stripes[i].fetch_sub(1, SeqCst);
+        crate::sync::seqcst_order_point();
         if !self.killed.load(SeqCst) {
             return RefState::Alive;
         }
@@ -86,6 +88,7 @@ impl PoolRef {
         if self.killed.swap(true, SeqCst) {
             return RefState::Alive;
         }
+        crate::sync::seqcst_order_point();
         self.put()
     }
 

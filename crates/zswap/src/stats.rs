@@ -41,6 +41,7 @@ pub(crate) fn nr_stripes() -> usize {
     2
 }
 
+#[cfg_attr(loom, allow(dead_code))]
 const MAX_STRIPES: usize = 64;
 /// The stripe of threads that own none (updated atomically).
 const SHARED_STRIPE: usize = 0;

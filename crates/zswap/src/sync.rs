@@ -13,6 +13,18 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicI64, AtomicU64};
+
+/// Between a SeqCst read-modify-write and a SeqCst load of another location (the store-buffering
+/// pattern `PoolRef` relies on), the C++ memory model orders the two in the single total order
+/// of SeqCst operations. loom models SeqCst accesses as AcqRel, which loses exactly that (it
+/// would report a lost release that cannot happen), but it does model SeqCst fences: under loom
+/// this places the fence the SeqCst accesses imply; normally it is nothing (x86's locked RMW is
+/// already a full barrier, and the accesses are SeqCst anyway).
+#[inline(always)]
+pub(crate) fn seqcst_order_point() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+}
 #[cfg(loom)]
 pub(crate) use loom_lock::{Condvar, Mutex, MutexGuard};
 
