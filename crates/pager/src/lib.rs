@@ -25,6 +25,7 @@ pub mod hooks;
 pub mod pager;
 pub mod record;
 pub mod region;
+pub mod scan;
 pub mod shared;
 pub mod signals;
 pub mod sys;
