@@ -897,8 +897,12 @@ impl Pager {
             .map(|(_, r)| r)
             .collect();
         // Bound the work of one call (a sparse or mostly evicted address space); the hand
-        // keeps the position for the next call.
-        let mut budget_words = 1usize << 16;
+        // keeps the position for the next call. The bound covers two laps over every page
+        // ever filled: a smaller one let a sweep spend itself clearing referenced bits and
+        // find nothing, which the caller takes for "nothing left to evict" (a 226 MB Python
+        // bytes object under a 64 MiB budget peaked at 295 MiB charged with 65536 words).
+        let filled: usize = order.iter().map(|r| r.hwm.load(Relaxed).min(r.pages)).sum();
+        let mut budget_words = (2 * filled + 1024).max(1 << 16);
         'laps: for lap in 0..3 {
             for (ri, r) in order.iter().enumerate() {
                 let start_i = if ri == 0 && lap == 0 && r.contains(rc.hand) {
