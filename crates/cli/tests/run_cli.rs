@@ -277,6 +277,57 @@ fn clean_copies_are_reused_and_a_write_after_the_scan_is_never_lost() {
     assert!(dropped > 100, "{r}");
 }
 
+const SEQUENTIAL: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+int main(void) {
+    size_t n = (size_t)32 << 20;
+    uint32_t *p = malloc(n);
+    for (size_t i = 0; i < n / 4; i++) p[i] = (uint32_t)(i * 2654435761u) >> 20;
+    uint64_t bad = 0;
+    for (int pass = 0; pass < 3; pass++)
+        for (size_t i = 0; i < n / 4; i++) bad += p[i] != (uint32_t)(i * 2654435761u) >> 20;
+    printf("bad=%llu\n", (unsigned long long)bad);
+    return bad != 0;
+}
+"#;
+
+#[test]
+fn readahead_brings_sequential_pages_back_intact_with_fewer_faults() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("sequential", SEQUENTIAL, &[]);
+    let plain = Command::new(&exe).output().unwrap();
+    let mut faults = Vec::new();
+    for ra in ["0", "16"] {
+        let rep = workdir().join(format!("report-readahead-{ra}.json"));
+        ensure_preload();
+        let out = Command::new(uzswap())
+            .args(["run", "--memory-max", "8M", "--readahead", ra, "--report"])
+            .arg(&rep)
+            .arg("--")
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, plain.stdout);
+        let r = report(&rep);
+        if ra != "0" {
+            assert!(
+                r["pager"]["readahead_pages"].as_u64().unwrap() > 5000,
+                "{r}"
+            );
+        }
+        faults.push(r["faults"]["count"].as_u64().unwrap());
+    }
+    assert!(
+        faults[1] * 2 < faults[0],
+        "faults without/with readahead: {faults:?}"
+    );
+}
+
 const FORK_EXEC: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>

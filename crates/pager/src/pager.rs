@@ -15,7 +15,12 @@
 //! eviction either lands before it (and is moved with the page) or faults afterwards and waits
 //! for `BUSY` to clear. Each page is then stored in the cache from the scratch area (`swap_out`:
 //! pool, or the swap file if the pool rejects it), the scratch run is dropped with one
-//! `MADV_DONTNEED`, and the word becomes `EVICTED(slot, epoch)`.
+//! `MADV_DONTNEED`, and the word becomes `EVICTED(slot, epoch)`. A page a fork shares
+//! copy-on-write (MOVE refuses it) is made exclusive first (`sys::break_cow`). A page whose cache
+//! copy was kept (clean-page reuse) and whose content still equals it reuses that slot.
+//!
+//! **Write tracking** (`scan`): one `PAGEMAP_SCAN` per chunk just ahead of the clock hand gives
+//! written pages the referenced bit and drops the now stale kept copies.
 //!
 //! **Lock order**: regions (read for faults, pins and eviction; write for map changes) ->
 //! reclaim mutex -> the cache's own locks. No lock is ever held while managed memory is touched,
@@ -67,6 +72,8 @@ pub struct Config {
     pub fault_around: usize,
     /// How victims are chosen.
     pub victim: Victim,
+    /// Swap readahead window for sequential faults, in pages (0 = off).
+    pub readahead: usize,
     /// Keep the cache's copy of a page that came back by a read fault, so that re-evicting it
     /// while it stays unwritten costs no compression (needs write tracking).
     pub keep_clean: bool,
@@ -129,6 +136,10 @@ impl Config {
                 _ => Victim::Clock,
             },
             keep_clean: get("UZSWAP_KEEP_CLEAN").as_deref() != Some("off"),
+            readahead: get("UZSWAP_READAHEAD")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0usize)
+                .min(64),
         }
     }
 }
@@ -691,7 +702,65 @@ impl Pager {
         r.note_filled(i);
         self.resident.fetch_add(1, Relaxed);
         self.seg.resident_pages.fetch_add(1, Relaxed);
+        if self.cfg.readahead > 0 && i > 0 {
+            let p = r.state(i - 1).load(Relaxed);
+            if region::kind(p) == RESIDENT && p & SWPIN != 0 {
+                self.readahead(r, i + 1);
+            }
+        }
         true
+    }
+
+    /// Swap readahead for sequential faults: the page before the faulting one came back from
+    /// the cache too, so bring the following evicted pages back now, up to
+    /// `Config::readahead`, stopping at the first page that is not evicted (the kernel's
+    /// VMA-based swap readahead, `swap_vma_readahead`, reads a window around the fault the
+    /// same way). Readahead pages get no referenced bit (the clock takes them first if they go
+    /// unused) and keep their cache copy like read faults, so an unused one leaves again at
+    /// the price of a comparison.
+    fn readahead(&self, r: &Region, from: usize) {
+        let keep = self.cfg.keep_clean && self.scanner.enabled();
+        let mut buf = [0u8; PAGE];
+        let mut n = 0;
+        for j in from..(from + self.cfg.readahead).min(r.pages) {
+            let w = r.state(j);
+            let s = w.load(Relaxed);
+            if region::kind(s) != EVICTED || w.compare_exchange(s, BUSY, AcqRel, Relaxed).is_err() {
+                break;
+            }
+            let (area, off) = region::slot_of(s);
+            let slot = SwapSlot { area, offset: off };
+            // Non-exclusive: if the copy-in fails the page stays evicted, its content intact.
+            match self.zswap.load(slot, &mut buf, false) {
+                Ok(LoadOutcome::Hit) | Ok(LoadOutcome::FromSwapFile) => {}
+                _ => {
+                    w.store(s, Release);
+                    break;
+                }
+            }
+            if self
+                .uffd()
+                .copy(r.addr(j), buf.as_ptr(), PAGE, keep)
+                .is_err()
+            {
+                // Already there or gone: give the page back as it was (its copy is intact).
+                w.store(s, Release);
+                break;
+            }
+            if keep {
+                w.store(region::kept(area, off) | SWPIN, Release);
+            } else {
+                self.forget_slot((area, off));
+                w.store(RESIDENT | SWPIN, Release);
+            }
+            r.note_filled(j);
+            n += 1;
+        }
+        if n > 0 {
+            self.resident.fetch_add(n as i64, Relaxed);
+            self.seg.resident_pages.fetch_add(n as i64, Relaxed);
+            self.seg.readahead_pages.fetch_add(n as u64, Relaxed);
+        }
     }
 
     // ------------------------------------------------------------------ pins (EFAULT path)

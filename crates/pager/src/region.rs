@@ -8,8 +8,8 @@
 //!
 //! State word layout:
 //! ```text
-//!  63        48 47              16 15      8   7    6     5      4     3    2   1..0
-//! [ evict epoch | swap slot offset | pin count | RA | SWPIN | ZCLEAN | KEPT | INH | REF | kind ]
+//!  63        48 47              16 15      8  7..5    4     3    2   1..0
+//! [ evict epoch | swap slot offset | pin count | SWPIN | KEPT | INH | REF | kind ]
 //! ```
 //! kind: `ABSENT` (never filled, or dropped: a fault fills zeros), `RESIDENT` (the page is
 //! mapped), `EVICTED` (its content is in the cache under `slot`), `BUSY` (one thread owns a
@@ -19,12 +19,11 @@
 //! evicted: the kernel's workingset shadow entry, giving the refault distance.
 //!
 //! Clean pages (write tracking on, docs/pager.md): a `RESIDENT` page with `KEPT` came back from
-//! the cache by a read fault, write-protected, and the cache still holds its copy under the slot
-//! field: re-evicting it while it is unwritten drops it without compressing it again. `ZCLEAN`:
-//! filled with zeros, write-protected, never written: re-evicting it just forgets it (`ABSENT`).
-//! Both are hints checked when the page is evicted (the content is compared), never trusted
-//! alone. `SWPIN`: the page came back from the cache (its next eviction is a re-eviction). `RA`:
-//! brought in by readahead and not yet seen in use.
+//! the cache by a read fault (or readahead), write-protected, and the cache still holds its copy
+//! under the slot field: re-evicting it while it is unwritten reuses that copy instead of
+//! compressing again. `KEPT` is a hint checked when the page is evicted (the content is compared
+//! with the copy), never trusted alone. `SWPIN` (bit 6): the page came back from the cache (its
+//! next eviction is a re-eviction).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -43,12 +42,8 @@ pub const REF: u64 = 1 << 2;
 pub const INHERITED: u64 = 1 << 3;
 /// The cache still holds this resident page's content under the slot field.
 pub const KEPT: u64 = 1 << 4;
-/// Filled with zeros and not written since (write-protected).
-pub const ZCLEAN: u64 = 1 << 5;
 /// Came back from the cache (pool or swap file).
 pub const SWPIN: u64 = 1 << 6;
-/// Brought in by readahead, not seen in use yet.
-pub const RA: u64 = 1 << 7;
 pub const PIN_ONE: u64 = 1 << 8;
 pub const PIN_MASK: u64 = 0xff << 8;
 const SLOT_SHIFT: u32 = 16;

@@ -69,6 +69,8 @@ pub struct Segment {
     pub kept_mismatch: AtomicU64,
     /// `PAGEMAP_SCAN` calls made by the clock sweep.
     pub scans: AtomicU64,
+    /// Pages brought back by swap readahead.
+    pub readahead_pages: AtomicU64,
     pub pinned_calls: AtomicU64,
     pub over_budget: AtomicU64,
     pub unmanageable: AtomicU64,

@@ -44,6 +44,10 @@ pub struct Args {
     /// costs no compression (on), or drop it at every load as the kernel does (off).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub keep_clean: OnOff,
+    /// Swap readahead: after two sequential faults from the cache, bring back up to PAGES
+    /// following evicted pages at once (0 = off).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=64))]
+    pub readahead: u8,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
     pub cmd: Vec<OsString>,
@@ -323,6 +327,7 @@ fn run_inner(args: Args) -> Result<i32> {
                 Victim::Fifo => "fifo",
             },
         )
+        .env("UZSWAP_READAHEAD", args.readahead.to_string())
         .env(
             "UZSWAP_KEEP_CLEAN",
             if args.keep_clean == OnOff::On {
@@ -456,6 +461,7 @@ fn build_report(
             "kept_copies_dropped_written": l(&seg.kept_dropped),
             "kept_copies_changed_at_eviction": l(&seg.kept_mismatch),
             "write_scans": l(&seg.scans),
+            "readahead_pages": l(&seg.readahead_pages),
             "zero_fault_around_pages": l(&seg.fault_around_pages),
             "pinned_syscalls": l(&seg.pinned_calls),
             "unmanageable_mappings": l(&seg.unmanageable),
