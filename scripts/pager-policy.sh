@@ -8,9 +8,12 @@
 #   clock-faults --victim clock-faults (no write references)
 #   fifo         --victim fifo
 # Timing: run under `flock /tmp/uzswap-bench.lock chrt -f 10` (the script takes both itself).
-# Usage: scripts/pager-policy.sh [REPS] > results.jsonl; summary: scripts/pager-policy.py.
+# Usage: scripts/pager-policy.sh [REPS [FIRST_REP]] > results.jsonl; summary:
+# scripts/pager-policy.py results.jsonl. SKIP="workload:config ..." leaves pairs out (e.g.
+# "sqlite:fifo", 20x slower than the rest); EXTRA_CONFIGS="name|flags;..." adds configurations.
 set -euo pipefail
 REPS=${1:-5}
+FIRST=${2:-1}
 here=$(cd "$(dirname "$0")" && pwd)
 U=${UZSWAP:-$here/../target/release/uzswap}
 PY=${PYTHON:-$(python3 -c 'import sys; print(sys.executable)')}
@@ -26,14 +29,17 @@ workloads=(
 [ -n "$NODE" ] && workloads+=("node|80M|$NODE $W/node_hot.js 300000 400000")
 configs=("clock|--victim clock --keep-clean on" "keep-off|--victim clock --keep-clean off"
   "clock-faults|--victim clock-faults --keep-clean on" "fifo|--victim fifo --keep-clean on")
-for rep in $(seq 1 "$REPS"); do
+if [ -n "${EXTRA_CONFIGS:-}" ]; then IFS=';' read -ra extra <<<"$EXTRA_CONFIGS"; configs+=("${extra[@]}"); fi
+if [ -n "${ONLY_CONFIGS:-}" ]; then IFS=';' read -ra configs <<<"$ONLY_CONFIGS"; fi
+for rep in $(seq "$FIRST" "$REPS"); do
   for w in "${workloads[@]}"; do
     IFS='|' read -r name budget cmd <<<"$w"
     for c in "${configs[@]}"; do
       IFS='|' read -r cname flags <<<"$c"
+      case " ${SKIP:-} " in *" $name:$cname "*) continue ;; esac
       # shellcheck disable=SC2086
       flock /tmp/uzswap-bench.lock chrt -f 10 "$U" run --memory-max "$budget" $flags \
-        --report "$out/r.json" -- $cmd >/dev/null
+        --report "$out/r.json" -- $cmd >/dev/null || { echo "FAILED: $name $cname rep $rep" >&2; continue; }
       python3 - "$out/r.json" "$name" "$cname" "$rep" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PYEOF'
 import json, sys
 r = json.load(open(sys.argv[1]))

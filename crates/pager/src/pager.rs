@@ -87,7 +87,7 @@ pub enum Victim {
     Clock,
     /// The same clock without write tracking: faults and refaults only.
     ClockFaults,
-    /// Plain FIFO over fault order.
+    /// Plain FIFO: the hand takes pages in address order whatever their references.
     Fifo,
 }
 
