@@ -70,9 +70,15 @@ fn compile(name: &str, src: &str, flags: &[&str]) -> PathBuf {
 }
 
 fn run_under(budget: &str, report: &Path, cmd: &[&str]) -> Output {
+    run_under_with(budget, &[], report, cmd)
+}
+
+fn run_under_with(budget: &str, extra: &[&str], report: &Path, cmd: &[&str]) -> Output {
     ensure_preload();
     Command::new(uzswap())
-        .args(["run", "--memory-max", budget, "--report"])
+        .args(["run", "--memory-max", budget])
+        .args(extra)
+        .arg("--report")
         .arg(report)
         .arg("--")
         .args(cmd)
@@ -85,10 +91,14 @@ fn report(p: &Path) -> serde_json::Value {
 }
 
 fn same_output(budget: &str, cmd: &[&str]) -> serde_json::Value {
+    same_output_with(budget, &[], cmd)
+}
+
+fn same_output_with(budget: &str, extra: &[&str], cmd: &[&str]) -> serde_json::Value {
     let plain = Command::new(cmd[0]).args(&cmd[1..]).output().unwrap();
     assert!(plain.status.success(), "plain run failed: {plain:?}");
     let rep = workdir().join(format!("report-{}.json", cmd.join("_").replace('/', "_")));
-    let out = run_under(budget, &rep, cmd);
+    let out = run_under_with(budget, extra, &rep, cmd);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&plain.stdout),
@@ -265,7 +275,7 @@ fn clean_copies_are_reused_and_a_write_after_the_scan_is_never_lost() {
         return;
     }
     let exe = compile("clean_reuse", CLEAN_REUSE, &["-pthread"]);
-    let r = same_output("6M", &[exe.to_str().unwrap()]);
+    let r = same_output_with("6M", &["--keep-clean", "on"], &[exe.to_str().unwrap()]);
     let p = &r["pager"];
     assert!(p["reevictions"].as_u64().unwrap() > 1000, "{r}");
     // Most re-evicted pages were only read since they came back: their copies are reused.

@@ -135,7 +135,7 @@ impl Config {
                 Some("clock-faults") => Victim::ClockFaults,
                 _ => Victim::Clock,
             },
-            keep_clean: get("UZSWAP_KEEP_CLEAN").as_deref() != Some("off"),
+            keep_clean: get("UZSWAP_KEEP_CLEAN").as_deref() == Some("on"),
             readahead: get("UZSWAP_READAHEAD")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0usize)
@@ -1186,7 +1186,11 @@ impl Pager {
                     (d, broke)
                 }
                 Err(UffdError::Again { done }) => (done / PAGE, done > 0 || tries < 3),
-                Err(UffdError::Hole { done }) => (done / PAGE, false),
+                // Pages moved before the failure are in the scratch area: count them, or
+                // their content would be dropped with it.
+                Err(UffdError::Hole { done }) | Err(UffdError::MoveFailed { done, .. }) => {
+                    (done / PAGE, false)
+                }
                 Err(_) => (0, false),
             };
             moved |= span(k, k + done);

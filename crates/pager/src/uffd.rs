@@ -90,6 +90,9 @@ pub enum UffdError {
     Hole { done: usize },
     /// Any other errno.
     Os(i32),
+    /// `UFFDIO_MOVE` failed with any other errno after moving `done` bytes (which are in the
+    /// destination now: the caller must account for them).
+    MoveFailed { errno: i32, done: usize },
 }
 
 /// A userfaultfd in SIGBUS mode (user-mode faults only), closed on drop.
@@ -295,8 +298,7 @@ impl Uffd {
             libc::EAGAIN => UffdError::Again { done },
             libc::EBUSY => UffdError::Busy { done },
             libc::ENOENT => UffdError::Hole { done },
-            libc::EEXIST => UffdError::Exists,
-            _ => UffdError::Os(e),
+            _ => UffdError::MoveFailed { errno: e, done },
         })
     }
 }
