@@ -69,9 +69,15 @@ fn compile(name: &str, src: &str, flags: &[&str]) -> PathBuf {
 }
 
 fn run_under(budget: &str, report: &Path, cmd: &[&str]) -> Output {
+    run_under_with(budget, &[], report, cmd)
+}
+
+fn run_under_with(budget: &str, extra: &[&str], report: &Path, cmd: &[&str]) -> Output {
     ensure_preload();
     Command::new(uzswap())
-        .args(["run", "--memory-max", budget, "--report"])
+        .args(["run", "--memory-max", budget])
+        .args(extra)
+        .arg("--report")
         .arg(report)
         .arg("--")
         .args(cmd)
@@ -84,10 +90,14 @@ fn report(p: &Path) -> serde_json::Value {
 }
 
 fn same_output(budget: &str, cmd: &[&str]) -> serde_json::Value {
+    same_output_with(budget, &[], cmd)
+}
+
+fn same_output_with(budget: &str, extra: &[&str], cmd: &[&str]) -> serde_json::Value {
     let plain = Command::new(cmd[0]).args(&cmd[1..]).output().unwrap();
     assert!(plain.status.success(), "plain run failed: {plain:?}");
     let rep = workdir().join(format!("report-{}.json", cmd.join("_").replace('/', "_")));
-    let out = run_under(budget, &rep, cmd);
+    let out = run_under_with(budget, extra, &rep, cmd);
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&plain.stdout),
@@ -212,6 +222,119 @@ fn threads_fault_concurrently_and_no_write_is_lost_to_eviction() {
     let exe = compile("threads", THREADS, &[]);
     let r = same_output("6M", &[exe.to_str().unwrap()]);
     assert!(r["pager"]["evictions"].as_u64().unwrap() > 2000, "{r}");
+}
+
+const CLEAN_REUSE: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#define T 8
+#define PAGES 512
+static uint64_t *buf, *shadow;
+static int bad;
+static void *work(void *arg) {
+    long t = (long)arg;
+    uint64_t *b = buf + (size_t)t * PAGES * 512, *sh = shadow + (size_t)t * PAGES * 512;
+    uint64_t rng = 0x9e3779b97f4a7c15ull * (t + 1), sum = 0;
+    for (int round = 0; round < 10; round++) {
+        /* read every page: they come back by read faults, clean, with their copy kept */
+        for (size_t i = 0; i < (size_t)PAGES * 512; i += 512) sum += b[i + (round & 511)];
+        /* then write one word of a quarter of them: a write after the page's last scan,
+           racing its eviction, must never be dropped with the stale copy */
+        for (size_t p = 0; p < PAGES; p++) {
+            rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+            if ((rng & 3) == 0) {
+                size_t j = p * 512 + ((rng >> 8) & 511);
+                b[j] += rng >> 20;
+                sh[j] += rng >> 20;
+            }
+        }
+        for (size_t i = 0; i < (size_t)PAGES * 512; i++)
+            if (b[i] != sh[i]) __atomic_store_n(&bad, 1, __ATOMIC_SEQ_CST);
+    }
+    return (void *)(uintptr_t)(sum & 1);
+}
+int main(void) {
+    size_t n = (size_t)T * PAGES * 512;
+    buf = malloc(n * 8);
+    shadow = malloc(n * 8);
+    for (size_t i = 0; i < n; i++) buf[i] = shadow[i] = (i / 512) * 7 + (i & 7);
+    pthread_t th[T];
+    for (long t = 0; t < T; t++) pthread_create(&th[t], 0, work, (void *)t);
+    for (int t = 0; t < T; t++) pthread_join(th[t], 0);
+    printf("bad=%d\n", bad);
+    return bad;
+}
+"#;
+
+#[test]
+fn clean_copies_are_reused_and_a_write_after_the_scan_is_never_lost() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("clean_reuse", CLEAN_REUSE, &["-pthread"]);
+    let r = same_output_with("6M", &["--keep-clean", "on"], &[exe.to_str().unwrap()]);
+    let p = &r["pager"];
+    assert!(p["reevictions"].as_u64().unwrap() > 1000, "{r}");
+    // Most re-evicted pages were only read since they came back: their copies are reused.
+    assert!(p["reevictions_saved"].as_u64().unwrap() > 500, "{r}");
+    assert!(r["pager_reevictions_saved"].as_f64().unwrap() > 0.1, "{r}");
+    // Written pages' copies were dropped (by write tracking, or at eviction by the compare).
+    let dropped = p["kept_copies_dropped_written"].as_u64().unwrap()
+        + p["kept_copies_changed_at_eviction"].as_u64().unwrap();
+    assert!(dropped > 100, "{r}");
+}
+
+const SEQUENTIAL: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+int main(void) {
+    size_t n = (size_t)32 << 20;
+    uint32_t *p = malloc(n);
+    for (size_t i = 0; i < n / 4; i++) p[i] = (uint32_t)(i * 2654435761u) >> 20;
+    uint64_t bad = 0;
+    for (int pass = 0; pass < 3; pass++)
+        for (size_t i = 0; i < n / 4; i++) bad += p[i] != (uint32_t)(i * 2654435761u) >> 20;
+    printf("bad=%llu\n", (unsigned long long)bad);
+    return bad != 0;
+}
+"#;
+
+#[test]
+fn readahead_brings_sequential_pages_back_intact_with_fewer_faults() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("sequential", SEQUENTIAL, &[]);
+    let plain = Command::new(&exe).output().unwrap();
+    let mut faults = Vec::new();
+    for ra in ["0", "16"] {
+        let rep = workdir().join(format!("report-readahead-{ra}.json"));
+        ensure_preload();
+        let out = Command::new(uzswap())
+            .args(["run", "--memory-max", "8M", "--readahead", ra, "--report"])
+            .arg(&rep)
+            .arg("--")
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(out.stdout, plain.stdout);
+        let r = report(&rep);
+        if ra != "0" {
+            assert!(
+                r["pager"]["readahead_pages"].as_u64().unwrap() > 5000,
+                "{r}"
+            );
+        }
+        faults.push(r["faults"]["count"].as_u64().unwrap());
+    }
+    assert!(
+        faults[1] * 2 < faults[0],
+        "faults without/with readahead: {faults:?}"
+    );
 }
 
 const FORK_EXEC: &str = r#"

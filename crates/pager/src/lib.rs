@@ -4,8 +4,8 @@
 //! **Owns**: the userfaultfd object (`uffd`, the only userfaultfd ioctls in the workspace),
 //! managed regions and their page-state words (`region`), the SIGBUS fault path resolving
 //! faults on the faulting thread and chaining to the program's handlers (`signals`), eviction
-//! with `UFFDIO_MOVE` and the clock sweep, pins for system-call buffers and the budget
-//! (`pager`), the accounting segment shared by a process tree (`shared`), the logic of the
+//! with `UFFDIO_MOVE` and the clock sweep, clean-page reuse and swap readahead, pins for
+//! system-call buffers and the budget (`pager`), write tracking with `PAGEMAP_SCAN` (`scan`), the accounting segment shared by a process tree (`shared`), the logic of the
 //! preload library's libc wrappers (`hooks`), and raw system calls (`sys`). The LD_PRELOAD
 //! library `uzswap-preload` is a thin layer of exported symbols over this crate;
 //! `uzswap run` starts programs with it. Design and coverage: docs/pager.md.
@@ -25,6 +25,7 @@ pub mod hooks;
 pub mod pager;
 pub mod record;
 pub mod region;
+pub mod scan;
 pub mod shared;
 pub mod signals;
 pub mod sys;

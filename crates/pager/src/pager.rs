@@ -15,7 +15,12 @@
 //! eviction either lands before it (and is moved with the page) or faults afterwards and waits
 //! for `BUSY` to clear. Each page is then stored in the cache from the scratch area (`swap_out`:
 //! pool, or the swap file if the pool rejects it), the scratch run is dropped with one
-//! `MADV_DONTNEED`, and the word becomes `EVICTED(slot, epoch)`.
+//! `MADV_DONTNEED`, and the word becomes `EVICTED(slot, epoch)`. A page a fork shares
+//! copy-on-write (MOVE refuses it) is made exclusive first (`sys::break_cow`). A page whose cache
+//! copy was kept (clean-page reuse) and whose content still equals it reuses that slot.
+//!
+//! **Write tracking** (`scan`): one `PAGEMAP_SCAN` per chunk just ahead of the clock hand gives
+//! written pages the referenced bit and drops the now stale kept copies.
 //!
 //! **Lock order**: regions (read for faults, pins and eviction; write for map changes) ->
 //! reclaim mutex -> the cache's own locks. No lock is ever held while managed memory is touched,
@@ -32,7 +37,9 @@ use parking_lot::{Mutex, RwLock};
 use uzswap_zswap::SwapFile;
 use uzswap_zswap::{CgroupId, LoadOutcome, Params, SwapSlot, Zswap};
 
-use crate::region::{self, Region, ABSENT, BUSY, EVICTED, INHERITED, PAGE, PIN_ONE, REF, RESIDENT};
+use crate::region::{
+    self, Region, ABSENT, BUSY, EVICTED, INHERITED, KEPT, PAGE, PIN_ONE, REF, RESIDENT, SWPIN,
+};
 use crate::shared::Segment;
 use crate::sys::{self, InPager};
 use crate::uffd::{Uffd, UffdError};
@@ -45,6 +52,8 @@ pub const SCRATCH_PAGES: usize = 64;
 /// Zero-fill fault-around: pages filled per first-touch fault (when the following pages were
 /// never filled either).
 const ZERO_SRC_PAGES: usize = 16;
+/// Pages of write tracking per `PAGEMAP_SCAN`, ahead of the clock hand.
+const SCAN_CHUNK: usize = 512;
 
 /// What the pager was configured with (from the environment `uzswap run` sets).
 #[derive(Clone, Debug)]
@@ -61,8 +70,25 @@ pub struct Config {
     pub batch: usize,
     /// Zero-fill fault-around window in pages (1 = off).
     pub fault_around: usize,
-    /// Clock (second chance on fault/refault) or plain FIFO.
-    pub fifo: bool,
+    /// How victims are chosen.
+    pub victim: Victim,
+    /// Swap readahead window for sequential faults, in pages (0 = off).
+    pub readahead: usize,
+    /// Keep the cache's copy of a page that came back by a read fault, so that re-evicting it
+    /// while it stays unwritten costs no compression (needs write tracking).
+    pub keep_clean: bool,
+}
+
+/// Victim selection (`--victim`, docs/pager.md "Victim selection").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Victim {
+    /// A clock whose referenced bit is set by faults, refaults and writes (write tracking with
+    /// `PAGEMAP_SCAN`).
+    Clock,
+    /// The same clock without write tracking: faults and refaults only.
+    ClockFaults,
+    /// Plain FIFO: the hand takes pages in address order whatever their references.
+    Fifo,
 }
 
 impl Config {
@@ -104,7 +130,16 @@ impl Config {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(ZERO_SRC_PAGES)
                 .clamp(1, ZERO_SRC_PAGES),
-            fifo: get("UZSWAP_VICTIM").as_deref() == Some("fifo"),
+            victim: match get("UZSWAP_VICTIM").as_deref() {
+                Some("fifo") => Victim::Fifo,
+                Some("clock-faults") => Victim::ClockFaults,
+                _ => Victim::Clock,
+            },
+            keep_clean: get("UZSWAP_KEEP_CLEAN").as_deref() == Some("on"),
+            readahead: get("UZSWAP_READAHEAD")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0usize)
+                .min(64),
         }
     }
 }
@@ -179,7 +214,8 @@ pub struct Pager {
     /// Reclaim is paused while > 0 (fork, exec).
     paused: AtomicU32,
     pub pid: AtomicI32,
-    pub reuse_saved: AtomicU64,
+    /// Write tracking (`PAGEMAP_SCAN` on this address space's pagemap).
+    scanner: crate::scan::Scanner,
     /// Counters handed to the tree already (exit paths run once).
     pub retired: std::sync::atomic::AtomicBool,
     /// Threads warmed up (each did one store and one load, taken out of the counters).
@@ -192,6 +228,9 @@ pub struct Pager {
     proc_slot: AtomicUsize,
     /// `--record-trace`: the raw event log.
     rec: Option<crate::record::Recorder>,
+    /// Loads that only compared a kept copy (pool, swap file): not swap-ins, taken out of
+    /// zswpin and pswpin.
+    verify_loads: [AtomicU64; 2],
 }
 
 impl Pager {
@@ -201,6 +240,10 @@ impl Pager {
         })?;
         if uffd.features() & crate::uffd::FEATURE_MOVE == 0 {
             return Err("this kernel has no UFFDIO_MOVE (Linux 6.8 or later is needed)".into());
+        }
+        let scanner = crate::scan::Scanner::new();
+        if uffd.tracking() {
+            scanner.reopen();
         }
         let scratch = sys::map_anon(SCRATCH_PAGES * PAGE).map_err(|e| format!("mmap: {e}"))?;
         // SAFETY: the scratch area is the pager's own mapping, used only as a MOVE target.
@@ -239,7 +282,7 @@ impl Pager {
             pool_published: AtomicI64::new(0),
             paused: AtomicU32::new(0),
             pid: AtomicI32::new(sys::getpid()),
-            reuse_saved: AtomicU64::new(0),
+            scanner,
             retired: std::sync::atomic::AtomicBool::new(false),
             warmups: AtomicU64::new(0),
             starved_at: AtomicI64::new(-1),
@@ -248,6 +291,7 @@ impl Pager {
             rec: std::env::var("UZSWAP_TRACE_DIR")
                 .ok()
                 .and_then(|d| crate::record::Recorder::open(&d)),
+            verify_loads: [AtomicU64::new(0), AtomicU64::new(0)],
         })
     }
 
@@ -352,6 +396,9 @@ impl Pager {
                     RESIDENT => {
                         freed += 1;
                         inh += (s & INHERITED != 0) as i64;
+                        if s & KEPT != 0 {
+                            self.forget_slot(region::slot_of(s));
+                        }
                     }
                     EVICTED => self.forget_slot(region::slot_of(s)),
                     _ => {}
@@ -404,6 +451,9 @@ impl Pager {
                     if region::kind(s) == RESIDENT {
                         kept += 1;
                         inh += (s & INHERITED != 0) as i64;
+                        if s & KEPT != 0 {
+                            self.forget_slot(region::slot_of(s));
+                        }
                     }
                 }
             }
@@ -467,7 +517,7 @@ impl Pager {
             let map = self.regions.read();
             match Self::lookup(&map, addr) {
                 None => return false,
-                Some(r) => self.fill(r, r.index(addr), false),
+                Some(r) => self.fill(r, r.index(addr), false, write),
             }
         };
         if handled {
@@ -485,8 +535,9 @@ impl Pager {
         handled
     }
 
-    /// Makes page `i` of `r` resident (pinned if `pin`). Regions read lock held by the caller.
-    fn fill(&self, r: &Region, i: usize, pin: bool) -> bool {
+    /// Makes page `i` of `r` resident (pinned if `pin`; `write`: the access that needs it is a
+    /// write, so a clean copy is not worth keeping). Regions read lock held by the caller.
+    fn fill(&self, r: &Region, i: usize, pin: bool, write: bool) -> bool {
         let w = r.state(i);
         let pin_bits = if pin { PIN_ONE } else { 0 };
         let mut spins = 0u32;
@@ -510,7 +561,7 @@ impl Pager {
                     // SAFETY: zero_src is our own readable mapping of ZERO_SRC_PAGES pages.
                     let _ = self
                         .uffd()
-                        .copy(r.addr(i), self.zero_src as *const u8, PAGE);
+                        .copy(r.addr(i), self.zero_src as *const u8, PAGE, false);
                     w.store(s, Release);
                     return true;
                 }
@@ -533,7 +584,7 @@ impl Pager {
                     if w.compare_exchange(s, BUSY, AcqRel, Relaxed).is_err() {
                         continue;
                     }
-                    return self.fill_evicted(r, i, s, pin_bits);
+                    return self.fill_evicted(r, i, s, pin_bits, write);
                 }
             }
         }
@@ -553,7 +604,7 @@ impl Pager {
         }
         let mut res = self
             .uffd()
-            .copy(r.addr(i), self.zero_src as *const u8, n * PAGE);
+            .copy(r.addr(i), self.zero_src as *const u8, n * PAGE, false);
         if matches!(res, Err(UffdError::Os(_))) && n > 1 {
             // The window crossed into another VMA (mprotect splits a region into several, and
             // one UFFDIO_COPY must stay within one): give the neighbours back, fill one page.
@@ -563,16 +614,16 @@ impl Pager {
             n = 1;
             res = self
                 .uffd()
-                .copy(r.addr(i), self.zero_src as *const u8, PAGE);
+                .copy(r.addr(i), self.zero_src as *const u8, PAGE, false);
         }
         let ok = match res {
             Ok(()) => true,
             Err(UffdError::Exists) => {
                 // Some page of the window was populated: fill page by page.
                 for k in 0..n {
-                    let _ = self
-                        .uffd()
-                        .copy(r.addr(i + k), self.zero_src as *const u8, PAGE);
+                    let _ =
+                        self.uffd()
+                            .copy(r.addr(i + k), self.zero_src as *const u8, PAGE, false);
                 }
                 true
             }
@@ -596,11 +647,16 @@ impl Pager {
         true
     }
 
-    fn fill_evicted(&self, r: &Region, i: usize, s: u64, pin_bits: u64) -> bool {
+    fn fill_evicted(&self, r: &Region, i: usize, s: u64, pin_bits: u64, write: bool) -> bool {
         let (area, off) = region::slot_of(s);
         let slot = SwapSlot { area, offset: off };
         let mut buf = [0u8; PAGE];
-        let outcome = self.zswap.load(slot, &mut buf, true);
+        // Clean-page reuse: a page read back by a read fault keeps its cache copy (a
+        // non-exclusive load, as the kernel's swap cache keeps a clean page's swap slot) and is
+        // mapped write-protected, so write tracking sees its first write. A later eviction
+        // that finds the same content reuses the copy instead of compressing again.
+        let keep = !write && self.cfg.keep_clean && self.scanner.enabled();
+        let outcome = self.zswap.load(slot, &mut buf, !keep);
         match outcome {
             Ok(LoadOutcome::Hit) => {
                 self.seg.faults_from_pool.fetch_add(1, Relaxed);
@@ -626,7 +682,7 @@ impl Pager {
         if near {
             self.seg.refaults_near.fetch_add(1, Relaxed);
         }
-        match self.uffd().copy(r.addr(i), buf.as_ptr(), PAGE) {
+        match self.uffd().copy(r.addr(i), buf.as_ptr(), PAGE, keep) {
             Ok(()) | Err(UffdError::Exists) => {}
             Err(_) => {
                 // The range went away under us (unmapped by a raw system call): keep nothing.
@@ -635,13 +691,76 @@ impl Pager {
                 return false;
             }
         }
-        self.zswap.invalidate(slot);
-        self.free_slot(slot);
-        r.state(i).store(RESIDENT | REF | pin_bits, Release);
+        if keep {
+            r.state(i)
+                .store(region::kept(area, off) | SWPIN | REF | pin_bits, Release);
+        } else {
+            self.zswap.invalidate(slot);
+            self.free_slot(slot);
+            r.state(i).store(RESIDENT | SWPIN | REF | pin_bits, Release);
+        }
         r.note_filled(i);
         self.resident.fetch_add(1, Relaxed);
         self.seg.resident_pages.fetch_add(1, Relaxed);
+        if self.cfg.readahead > 0 && i > 0 {
+            let p = r.state(i - 1).load(Relaxed);
+            if region::kind(p) == RESIDENT && p & SWPIN != 0 {
+                self.readahead(r, i + 1);
+            }
+        }
         true
+    }
+
+    /// Swap readahead for sequential faults: the page before the faulting one came back from
+    /// the cache too, so bring the following evicted pages back now, up to
+    /// `Config::readahead`, stopping at the first page that is not evicted (the kernel's
+    /// VMA-based swap readahead, `swap_vma_readahead`, reads a window around the fault the
+    /// same way). Readahead pages get no referenced bit (the clock takes them first if they go
+    /// unused) and keep their cache copy like read faults, so an unused one leaves again at
+    /// the price of a comparison.
+    fn readahead(&self, r: &Region, from: usize) {
+        let keep = self.cfg.keep_clean && self.scanner.enabled();
+        let mut buf = [0u8; PAGE];
+        let mut n = 0;
+        for j in from..(from + self.cfg.readahead).min(r.pages) {
+            let w = r.state(j);
+            let s = w.load(Relaxed);
+            if region::kind(s) != EVICTED || w.compare_exchange(s, BUSY, AcqRel, Relaxed).is_err() {
+                break;
+            }
+            let (area, off) = region::slot_of(s);
+            let slot = SwapSlot { area, offset: off };
+            // Non-exclusive: if the copy-in fails the page stays evicted, its content intact.
+            match self.zswap.load(slot, &mut buf, false) {
+                Ok(LoadOutcome::Hit) | Ok(LoadOutcome::FromSwapFile) => {}
+                _ => {
+                    w.store(s, Release);
+                    break;
+                }
+            }
+            if self
+                .uffd()
+                .copy(r.addr(j), buf.as_ptr(), PAGE, keep)
+                .is_err()
+            {
+                // Already there or gone: give the page back as it was (its copy is intact).
+                w.store(s, Release);
+                break;
+            }
+            if keep {
+                w.store(region::kept(area, off) | SWPIN, Release);
+            } else {
+                self.forget_slot((area, off));
+                w.store(RESIDENT | SWPIN, Release);
+            }
+            r.note_filled(j);
+            n += 1;
+        }
+        if n > 0 {
+            self.resident.fetch_add(n as i64, Relaxed);
+            self.seg.resident_pages.fetch_add(n as i64, Relaxed);
+            self.seg.readahead_pages.fetch_add(n as u64, Relaxed);
+        }
     }
 
     // ------------------------------------------------------------------ pins (EFAULT path)
@@ -668,7 +787,8 @@ impl Pager {
                     if region::kind(s) != RESIDENT {
                         filled = true;
                     }
-                    self.fill(r, i, pin);
+                    // A system call's buffer: read or written, unknown here.
+                    self.fill(r, i, pin, true);
                 }
             }
         }
@@ -846,8 +966,12 @@ impl Pager {
             .map(|(_, r)| r)
             .collect();
         // Bound the work of one call (a sparse or mostly evicted address space); the hand
-        // keeps the position for the next call.
-        let mut budget_words = 1usize << 16;
+        // keeps the position for the next call. The bound covers two laps over every page
+        // ever filled: a smaller one let a sweep spend itself clearing referenced bits and
+        // find nothing, which the caller takes for "nothing left to evict" (a 226 MB Python
+        // bytes object under a 64 MiB budget peaked at 295 MiB charged with 65536 words).
+        let filled: usize = order.iter().map(|r| r.hwm.load(Relaxed).min(r.pages)).sum();
+        let mut budget_words = (2 * filled + 1024).max(1 << 16);
         'laps: for lap in 0..3 {
             for (ri, r) in order.iter().enumerate() {
                 let start_i = if ri == 0 && lap == 0 && r.contains(rc.hand) {
@@ -857,23 +981,35 @@ impl Pager {
                 };
                 let hwm = r.hwm.load(Relaxed).min(r.pages);
                 let mut i = start_i;
+                let mut scanned_to = start_i;
                 while i < hwm {
                     if budget_words == 0 {
                         rc.hand = r.addr(i);
                         break 'laps;
                     }
                     budget_words -= 1;
+                    if i >= scanned_to {
+                        scanned_to = (i + SCAN_CHUNK).min(hwm);
+                        self.note_writes(r, i, scanned_to);
+                    }
                     let w = r.state(i);
                     let s = w.load(Relaxed);
                     let victim = region::kind(s) == RESIDENT && region::pins(s) == 0;
-                    if victim && s & REF != 0 && !self.cfg.fifo && lap < 2 {
+                    if victim && s & REF != 0 && self.cfg.victim != Victim::Fifo && lap < 2 {
                         let _ = w.compare_exchange(s, s & !REF, Relaxed, Relaxed);
                         i += 1;
                         continue;
                     }
+                    // The claim keeps the flags and a kept copy's slot: BUSY only tells
+                    // everyone else to wait.
                     if victim
-                        && w.compare_exchange(s, BUSY | (s & INHERITED), AcqRel, Relaxed)
-                            .is_ok()
+                        && w.compare_exchange(
+                            s,
+                            (s & !(REF | region::KIND)) | BUSY,
+                            AcqRel,
+                            Relaxed,
+                        )
+                        .is_ok()
                     {
                         match runs.last_mut() {
                             Some(run) if Arc::ptr_eq(&run.region, r) && run.first + run.n == i => {
@@ -901,32 +1037,89 @@ impl Pager {
         runs
     }
 
+    /// Write tracking for the pages `from..to` of `r` the clock hand is about to visit: one
+    /// `PAGEMAP_SCAN` reports the pages written since the last scan and protects them again in
+    /// the same walk. A written page is referenced (with `Victim::Clock`), and a kept clean copy
+    /// of it is stale: dropped now, so the pool doesn't hold it while the page stays resident.
+    fn note_writes(&self, r: &Region, from: usize, to: usize) {
+        if !self.scanner.enabled() || from >= to {
+            return;
+        }
+        let set_ref = self.cfg.victim == Victim::Clock;
+        let ok = self
+            .scanner
+            .written(r.addr(from), r.addr(to), true, |a, b| {
+                for i in r.index(a)..r.index(b - 1) + 1 {
+                    let w = r.state(i);
+                    let mut s = w.load(Relaxed);
+                    loop {
+                        if region::kind(s) != RESIDENT {
+                            break;
+                        }
+                        let mut n = s;
+                        if set_ref {
+                            n |= REF;
+                        }
+                        if s & KEPT != 0 {
+                            n = region::flags_only(n) & !KEPT;
+                        }
+                        if n == s {
+                            break;
+                        }
+                        match w.compare_exchange(s, n, AcqRel, Relaxed) {
+                            Ok(_) => {
+                                if s & KEPT != 0 {
+                                    self.forget_slot(region::slot_of(s));
+                                    self.seg.kept_dropped.fetch_add(1, Relaxed);
+                                }
+                                break;
+                            }
+                            Err(x) => s = x,
+                        }
+                    }
+                }
+            });
+        if ok {
+            self.seg.scans.fetch_add(1, Relaxed);
+        }
+    }
+
     /// Moves a run out, stores its pages, publishes them `EVICTED`.
     fn evict_run(&self, run: &Run, scratch: usize) -> usize {
         let r = &run.region;
-        let len = run.n * PAGE;
-        let moved = match self.uffd().move_out(scratch, r.addr(run.first), len) {
-            Ok(()) => run.n,
-            Err(UffdError::Busy { done })
-            | Err(UffdError::Again { done })
-            | Err(UffdError::Hole { done }) => done / PAGE,
-            Err(_) => 0,
-        };
-        let shared_out = if moved < run.n {
-            self.evict_shared(r, run.first + moved, run.n - moved)
-        } else {
-            0
-        };
+        let moved = self.move_run(r, run.first, run.n, scratch);
         let mut out = 0;
         let mut inh = 0;
-        for k in 0..moved {
+        let mut busy = 0;
+        for k in 0..run.n {
+            let w = r.state(run.first + k);
+            let s = w.load(Relaxed);
+            if moved & (1u64 << k) == 0 {
+                // Still in place (UFFDIO_MOVE refused it even after the COW break): it stays.
+                w.store((s & !region::KIND) | RESIDENT | REF, Release);
+                busy += 1;
+                continue;
+            }
             // SAFETY: the scratch area is our own mapping of SCRATCH_PAGES pages; the page just
             // moved there (or reads as zeros if the source was a hole: WP-only registration).
             let page =
                 unsafe { std::slice::from_raw_parts((scratch + k * PAGE) as *const u8, PAGE) };
-            let w = r.state(run.first + k);
-            let keep = w.load(Relaxed) & INHERITED;
-            let stored = self.store_page(page);
+            let keep = s & INHERITED;
+            if s & SWPIN != 0 {
+                self.seg.reevictions.fetch_add(1, Relaxed);
+            }
+            let stored = if s & KEPT != 0 {
+                let (area, off) = region::slot_of(s);
+                if self.same_as_kept(SwapSlot { area, offset: off }, page) {
+                    self.seg.reevictions_saved.fetch_add(1, Relaxed);
+                    Some(SwapSlot { area, offset: off })
+                } else {
+                    self.forget_slot((area, off));
+                    self.store_page(page)
+                }
+            } else {
+                self.store_page(page)
+            };
             match stored {
                 Some(slot) => {
                     if let Some(rec) = &self.rec {
@@ -940,17 +1133,79 @@ impl Pager {
                 }
                 None => {
                     // Nowhere to put it: copy it back where it was.
-                    let _ = self.uffd().copy(r.addr(run.first + k), page.as_ptr(), PAGE);
+                    let _ = self
+                        .uffd()
+                        .copy(r.addr(run.first + k), page.as_ptr(), PAGE, false);
                     w.store(RESIDENT | REF | keep, Release);
                 }
             }
         }
         // SAFETY: the scratch pages are ours; their content was stored or copied back.
-        let _ = unsafe { sys::raw_madvise(scratch, moved * PAGE, libc::MADV_DONTNEED) };
+        let _ = unsafe { sys::raw_madvise(scratch, run.n * PAGE, libc::MADV_DONTNEED) };
         self.resident.fetch_sub(out as i64, Relaxed);
         self.uncharge(out as i64, inh);
         self.seg.evictions.fetch_add(out as u64, Relaxed);
-        out + shared_out
+        self.seg.evict_busy.fetch_add(busy, Relaxed);
+        out
+    }
+
+    /// Moves pages `first..first+n` of `r` (claimed `BUSY`) to the scratch area, page k at
+    /// `scratch + k * PAGE`, and returns which were moved (bit k). The move is atomic per page:
+    /// a write racing it either lands before (and is moved with the page) or faults afterwards
+    /// and waits for `BUSY` to clear. `UFFDIO_MOVE` takes only exclusive pages (EBUSY for one a
+    /// fork shares copy-on-write): such a page is made exclusive first (`sys::break_cow`, an
+    /// atomic add of zero by the kernel, which can't undo a concurrent write) and moved on the
+    /// retry. Sync write protection can't close the race instead: with
+    /// `UFFD_FEATURE_WP_ASYNC` every write-protected page of the userfaultfd is async.
+    fn move_run(&self, r: &Region, first: usize, n: usize, scratch: usize) -> u64 {
+        let span = |a: usize, b: usize| -> u64 {
+            if b <= a {
+                0
+            } else {
+                (u64::MAX >> (64 - (b - a))) << a
+            }
+        };
+        let mut moved = 0u64;
+        let mut k = 0;
+        let mut tries = 0;
+        while k < n {
+            let res = self
+                .uffd()
+                .move_out(scratch + k * PAGE, r.addr(first + k), (n - k) * PAGE);
+            let (done, retry) = match res {
+                Ok(()) => {
+                    moved |= span(k, n);
+                    break;
+                }
+                Err(UffdError::Busy { done }) => {
+                    let d = done / PAGE;
+                    // SAFETY: page k + d is owned by this eviction (BUSY) and present (MOVE
+                    // found it shared); the add of zero changes no data.
+                    let broke = (d > 0 || tries == 0)
+                        && unsafe { sys::break_cow(r.addr(first + k + d)) }.is_ok();
+                    (d, broke)
+                }
+                Err(UffdError::Again { done }) => (done / PAGE, done > 0 || tries < 3),
+                // Pages moved before the failure are in the scratch area: count them, or
+                // their content would be dropped with it.
+                Err(UffdError::Hole { done }) | Err(UffdError::MoveFailed { done, .. }) => {
+                    (done / PAGE, false)
+                }
+                Err(_) => (0, false),
+            };
+            moved |= span(k, k + done);
+            k += done;
+            if done > 0 {
+                tries = 0;
+            }
+            if retry {
+                tries += 1;
+            } else {
+                k += 1; // give this page up: it stays resident
+                tries = 0;
+            }
+        }
+        moved
     }
 
     /// Stores one page under a new slot of this process's swap area (pool, or the file).
@@ -966,56 +1221,31 @@ impl Pager {
         }
     }
 
-    /// Eviction of pages `UFFDIO_MOVE` refused (shared with a fork parent or child, which
-    /// MOVE can't take: they are not exclusive): write-protect them first, so a racing write
-    /// faults and waits for `BUSY` to clear, store their content from where they are, then
-    /// drop them with `MADV_DONTNEED` (this process's mapping only; the other keeps its copy).
-    fn evict_shared(&self, r: &Region, first: usize, n: usize) -> usize {
-        let addr = r.addr(first);
-        if self.uffd().write_protect(addr, n * PAGE, true).is_err() {
-            for k in 0..n {
-                let w = r.state(first + k);
-                w.store(RESIDENT | REF | (w.load(Relaxed) & INHERITED), Release);
-            }
-            self.seg.evict_busy.fetch_add(n as u64, Relaxed);
-            return 0;
+    /// Is `page` what the cache keeps under `slot` (a clean page coming back out)? Reads the
+    /// kept copy without taking it, from the pool or, if it was written back, from the swap
+    /// file (one read instead of a compression and a write). The comparison makes reuse sound
+    /// on its own (a write between the last scan and the move is caught here); write tracking
+    /// only drops stale copies early.
+    fn same_as_kept(&self, slot: SwapSlot, page: &[u8]) -> bool {
+        if let Some(uzswap_zswap::SlotState::Zero) = self.zswap.slot_state(slot) {
+            return page.iter().all(|&b| b == 0);
         }
-        let mut out = 0;
-        let mut inh = 0;
-        for k in 0..n {
-            let w = r.state(first + k);
-            let keep = w.load(Relaxed) & INHERITED;
-            // SAFETY: the page is present, write-protected and owned by this eviction (BUSY):
-            // no one changes it while it is read (a program write faults and waits), and no
-            // unmap can run (it needs the regions write lock, which our read lock excludes).
-            let page = unsafe { std::slice::from_raw_parts(r.addr(first + k) as *const u8, PAGE) };
-            let stored = self.store_page(page);
-            match stored {
-                Some(slot) => {
-                    if let Some(rec) = &self.rec {
-                        let idx = self.seg.trace_pages.fetch_add(1, Relaxed);
-                        rec.evict((r.addr(first + k) / PAGE) as u64, page, idx);
-                    }
-                    // SAFETY: the page's content is stored; dropping this mapping of it is what
-                    // eviction means.
-                    let _ =
-                        unsafe { sys::raw_madvise(r.addr(first + k), PAGE, libc::MADV_DONTNEED) };
-                    let epoch = self.evictions.fetch_add(1, Relaxed);
-                    w.store(region::evicted(slot.area, slot.offset, epoch), Release);
-                    out += 1;
-                    inh += (keep != 0) as i64;
-                }
-                None => {
-                    let _ = self.uffd().write_protect(r.addr(first + k), PAGE, false);
-                    w.store(RESIDENT | REF | keep, Release);
-                }
+        let mut buf = [0u8; PAGE];
+        let same = match self.zswap.load(slot, &mut buf, false) {
+            Ok(LoadOutcome::Hit) => {
+                self.verify_loads[0].fetch_add(1, Relaxed);
+                buf[..] == page[..]
             }
+            Ok(LoadOutcome::FromSwapFile) => {
+                self.verify_loads[1].fetch_add(1, Relaxed);
+                buf[..] == page[..]
+            }
+            _ => false,
+        };
+        if !same {
+            self.seg.kept_mismatch.fetch_add(1, Relaxed);
         }
-        self.resident.fetch_sub(out as i64, Relaxed);
-        self.uncharge(out as i64, inh);
-        self.seg.evictions.fetch_add(out as u64, Relaxed);
-        self.seg.evict_busy.fetch_add(n as u64, Relaxed);
-        out
+        same
     }
 
     // ------------------------------------------------------------------ process lifecycle
@@ -1041,12 +1271,16 @@ impl Pager {
                     if k == "zswpin" || k == "zswpout" {
                         n = n.saturating_sub(self.warmups.load(Relaxed));
                     }
+                    if k == "zswpin" {
+                        n = n.saturating_sub(self.verify_loads[0].load(Relaxed));
+                    }
+                    if k == "pswpin" {
+                        n = n.saturating_sub(self.verify_loads[1].load(Relaxed));
+                    }
                     self.seg.add_counter(&k, n);
                 }
             }
         }
-        self.seg
-            .add_counter("pager_reevictions_saved", self.reuse_saved.load(Relaxed));
         self.seg.resident_pages.fetch_sub(
             self.resident.load(Relaxed) - self.inherited.load(Relaxed),
             Relaxed,
@@ -1114,15 +1348,33 @@ impl Pager {
         self.starved_at.store(-1, Relaxed);
         // The inherited resident pages are the parent's, shared copy-on-write: not charged
         // again (the kernel charges a page once, to the cgroup that faulted it in).
+        // A kept clean copy is the parent's slot: the child forgets it (its copy of a pool
+        // entry is its own to drop; a block in the parent's file is left alone).
         let mut inh = 0;
         for r in map.values() {
             for i in 0..r.hwm.load(Relaxed).min(r.pages) {
                 let w = r.state(i);
-                if region::kind(w.load(Relaxed)) == RESIDENT {
-                    w.fetch_or(INHERITED, Relaxed);
+                let s = w.load(Relaxed);
+                if region::kind(s) == RESIDENT {
+                    if s & KEPT != 0 {
+                        let (area, offset) = region::slot_of(s);
+                        let slot = SwapSlot { area, offset };
+                        if !matches!(
+                            self.zswap.slot_state(slot),
+                            Some(uzswap_zswap::SlotState::Empty) | None
+                        ) {
+                            self.zswap.invalidate(slot);
+                        }
+                    }
+                    w.store(region::flags_only(s) & !KEPT | INHERITED, Relaxed);
                     inh += 1;
                 }
             }
+        }
+        if self.uffd().tracking() {
+            self.scanner.reopen();
+        } else {
+            self.scanner.close();
         }
         self.inherited.store(inh, Relaxed);
         self.seg.processes.fetch_add(1, Relaxed);

@@ -8,8 +8,8 @@
 //!
 //! State word layout:
 //! ```text
-//!  63        48 47              16 15      8  3    2   1..0
-//! [ evict epoch | swap slot offset | pin count | INH | REF | kind ]
+//!  63        48 47              16 15      8  7..5    4     3    2   1..0
+//! [ evict epoch | swap slot offset | pin count | SWPIN | KEPT | INH | REF | kind ]
 //! ```
 //! kind: `ABSENT` (never filled, or dropped: a fault fills zeros), `RESIDENT` (the page is
 //! mapped), `EVICTED` (its content is in the cache under `slot`), `BUSY` (one thread owns a
@@ -17,6 +17,13 @@
 //! The pin count keeps a resident page from being evicted while a system call uses it (the
 //! EFAULT path). The epoch is the low 16 bits of the eviction counter when the page was
 //! evicted: the kernel's workingset shadow entry, giving the refault distance.
+//!
+//! Clean pages (write tracking on, docs/pager.md): a `RESIDENT` page with `KEPT` came back from
+//! the cache by a read fault (or readahead), write-protected, and the cache still holds its copy
+//! under the slot field: re-evicting it while it is unwritten reuses that copy instead of
+//! compressing again. `KEPT` is a hint checked when the page is evicted (the content is compared
+//! with the copy), never trusted alone. `SWPIN` (bit 6): the page came back from the cache (its
+//! next eviction is a re-eviction).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -33,6 +40,10 @@ pub const KIND: u64 = 3;
 pub const REF: u64 = 1 << 2;
 /// Resident since before a fork (shared copy-on-write with the parent, charged to it).
 pub const INHERITED: u64 = 1 << 3;
+/// The cache still holds this resident page's content under the slot field.
+pub const KEPT: u64 = 1 << 4;
+/// Came back from the cache (pool or swap file).
+pub const SWPIN: u64 = 1 << 6;
 pub const PIN_ONE: u64 = 1 << 8;
 pub const PIN_MASK: u64 = 0xff << 8;
 const SLOT_SHIFT: u32 = 16;
@@ -58,6 +69,17 @@ pub fn epoch_of(s: u64) -> u16 {
 pub fn evicted(area: u32, off: u64, epoch: u64) -> u64 {
     let f = (u64::from(area) << 27) | (off & ((1 << 27) - 1));
     EVICTED | ((f & SLOT_MASK) << SLOT_SHIFT) | ((epoch & 0xffff) << EPOCH_SHIFT)
+}
+/// A resident page whose content the cache still holds under (`area`, `off`).
+#[inline]
+pub fn kept(area: u32, off: u64) -> u64 {
+    let f = (u64::from(area) << 27) | (off & ((1 << 27) - 1));
+    RESIDENT | KEPT | ((f & SLOT_MASK) << SLOT_SHIFT)
+}
+/// The word without its slot and epoch fields.
+#[inline]
+pub fn flags_only(s: u64) -> u64 {
+    s & ((1 << SLOT_SHIFT) - 1)
 }
 #[inline]
 pub fn pins(s: u64) -> u64 {

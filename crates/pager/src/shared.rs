@@ -59,6 +59,18 @@ pub struct Segment {
     pub evict_busy: AtomicU64,
     pub refaults: AtomicU64,
     pub refaults_near: AtomicU64,
+    /// Evictions of pages that had come back from the cache, and those of them that reused
+    /// the kept clean copy instead of compressing again.
+    pub reevictions: AtomicU64,
+    pub reevictions_saved: AtomicU64,
+    /// Kept copies dropped because write tracking saw the page written, or because the page
+    /// differed from its copy at eviction (a write the scan had not seen yet).
+    pub kept_dropped: AtomicU64,
+    pub kept_mismatch: AtomicU64,
+    /// `PAGEMAP_SCAN` calls made by the clock sweep.
+    pub scans: AtomicU64,
+    /// Pages brought back by swap readahead.
+    pub readahead_pages: AtomicU64,
     pub pinned_calls: AtomicU64,
     pub over_budget: AtomicU64,
     pub unmanageable: AtomicU64,

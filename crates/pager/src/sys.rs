@@ -261,3 +261,34 @@ pub fn raw_stderr(msg: &[u8]) {
         libc::syscall(libc::SYS_write, 2, msg.as_ptr(), msg.len());
     }
 }
+
+/// Makes the private anonymous page at `addr` exclusive to this process without changing a
+/// byte of it: an atomic add of zero to its first word, done by the kernel
+/// (`FUTEX_WAKE_OP` with `FUTEX_OP_ADD 0` on `uaddr2`, waking nobody). A page shared
+/// copy-on-write with a fork parent or child gets its own copy (the write fault breaks COW), so
+/// `UFFDIO_MOVE` accepts it afterwards. Being atomic, the add can't undo a concurrent write of
+/// the program to the same word; being a kernel access, a missing page gives `Err(EFAULT)`
+/// instead of a SIGBUS in the pager's own code.
+///
+/// # Safety
+/// `addr` must be a page of memory the pager manages, owned by the caller (an eviction that
+/// claimed it): the add changes no data, but it is a write.
+pub unsafe fn break_cow(addr: usize) -> Result<(), i32> {
+    static DUMMY: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    // FUTEX_OP(FUTEX_OP_ADD, 0, FUTEX_OP_CMP_EQ, 0): op 1 in bits 28-31, oparg 0, cmp 0.
+    const OP_ADD_ZERO: u32 = 1 << 28;
+    // SAFETY: FUTEX_WAKE_OP on our own futex word (nr_wake 0) and the caller's page (uaddr2,
+    // 4-byte aligned: page-aligned); the kernel's atomic op adds 0 there.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            DUMMY.as_ptr(),
+            libc::FUTEX_WAKE_OP | libc::FUTEX_PRIVATE_FLAG,
+            0,
+            0usize,
+            addr,
+            OP_ADD_ZERO,
+        )
+    })
+    .map(|_| ())
+}

@@ -20,19 +20,27 @@ const UFFDIO_REGISTER: u64 = iowr(0x00, 32);
 const UFFDIO_UNREGISTER: u64 = (2 << 30) | (16 << 16) | (0xAA << 8) | 0x01;
 const UFFDIO_COPY: u64 = iowr(0x03, 40);
 const UFFDIO_MOVE: u64 = iowr(0x05, 40);
-const UFFDIO_WRITEPROTECT: u64 = iowr(0x06, 24);
-const WRITEPROTECT_MODE_WP: u64 = 1;
 
 /// `UFFD_FEATURE_SIGBUS`: a missing page raises SIGBUS in the faulting thread.
 pub const FEATURE_SIGBUS: u64 = 1 << 7;
 /// `UFFD_FEATURE_MOVE` (6.8).
 pub const FEATURE_MOVE: u64 = 1 << 16;
+/// `UFFD_FEATURE_WP_ASYNC` ("mm/userfaultfd: support WP on multiple VMAs" series, 6.7): a
+/// write to a write-protected page just clears its uffd-wp bit in the fault path, with no
+/// message or signal; `PAGEMAP_SCAN` then reports the page `WRITTEN`.
+pub const FEATURE_WP_ASYNC: u64 = 1 << 15;
+/// `UFFD_FEATURE_WP_UNPOPULATED` (6.4): needed by `PAGEMAP_SCAN`'s `PM_SCAN_WP_MATCHING` on
+/// anonymous memory (the scan skips VMAs that don't "use markers", `userfaultfd_wp_use_markers`).
+pub const FEATURE_WP_UNPOPULATED: u64 = 1 << 13;
+/// Write tracking needs both.
+pub const FEATURES_TRACKING: u64 = FEATURE_WP_ASYNC | FEATURE_WP_UNPOPULATED;
 /// `UFFD_USER_MODE_ONLY` (5.11): allowed for every user; kernel-mode faults fail with EFAULT.
 const UFFD_USER_MODE_ONLY: i32 = 1;
 
 const REGISTER_MODE_MISSING: u64 = 1;
 const REGISTER_MODE_WP: u64 = 2;
 const COPY_MODE_DONTWAKE: u64 = 1;
+const COPY_MODE_WP: u64 = 2;
 const MOVE_MODE_ALLOW_SRC_HOLES: u64 = 2;
 
 #[repr(C)]
@@ -51,11 +59,6 @@ struct Register {
     range: Range,
     mode: u64,
     ioctls: u64,
-}
-#[repr(C)]
-struct WriteProtect {
-    range: Range,
-    mode: u64,
 }
 #[repr(C)]
 struct Copy {
@@ -87,6 +90,9 @@ pub enum UffdError {
     Hole { done: usize },
     /// Any other errno.
     Os(i32),
+    /// `UFFDIO_MOVE` failed with any other errno after moving `done` bytes (which are in the
+    /// destination now: the caller must account for them).
+    MoveFailed { errno: i32, done: usize },
 }
 
 /// A userfaultfd in SIGBUS mode (user-mode faults only), closed on drop.
@@ -98,8 +104,9 @@ pub struct Uffd {
 
 impl Uffd {
     /// Creates a non-blocking, close-on-exec userfaultfd with `UFFD_USER_MODE_ONLY` (so it works
-    /// for every user) and enables SIGBUS mode and MOVE. Errors with the errno of the step that
-    /// failed.
+    /// for every user) and enables SIGBUS mode, MOVE and, where the kernel has them, async write
+    /// protection for write tracking (`features() & FEATURES_TRACKING`). Errors with the errno of
+    /// the step that failed.
     pub fn new() -> Result<Uffd, (&'static str, i32)> {
         // SAFETY: the syscall takes flags only and returns a new fd or -1.
         let fd = unsafe {
@@ -113,7 +120,13 @@ impl Uffd {
         }
         // SAFETY: the kernel just gave us this fd; nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
-        let wanted = FEATURE_SIGBUS | FEATURE_MOVE;
+        // UFFDIO_API can be called once per descriptor: ask which features the kernel has on a
+        // probe descriptor first, then enable the wanted subset on the real one.
+        let avail = Self::probe().unwrap_or(0);
+        let mut wanted = FEATURE_SIGBUS | FEATURE_MOVE;
+        if avail & FEATURES_TRACKING == FEATURES_TRACKING {
+            wanted |= FEATURES_TRACKING;
+        }
         let mut api = Api {
             api: UFFD_API,
             features: wanted,
@@ -125,8 +138,40 @@ impl Uffd {
         }
         Ok(Uffd {
             fd,
-            features: api.features,
+            features: wanted & api.features,
         })
+    }
+
+    /// The features this kernel offers (a throw-away descriptor, handshake with no features).
+    fn probe() -> Option<u64> {
+        // SAFETY: the syscall takes flags only and returns a new fd or -1.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_userfaultfd,
+                libc::O_CLOEXEC | libc::O_NONBLOCK | UFFD_USER_MODE_ONLY,
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: the kernel just gave us this fd; nothing else owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        let mut api = Api {
+            api: UFFD_API,
+            features: 0,
+            ioctls: 0,
+        };
+        // SAFETY: UFFDIO_API reads and writes the struct we pass.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), UFFDIO_API as _, &mut api) } != 0 {
+            return None;
+        }
+        Some(api.features)
+    }
+
+    /// Is write tracking on (async write protection, so `copy(.., wp: true)` and
+    /// `PAGEMAP_SCAN` with `PM_SCAN_WP_MATCHING` may be used)?
+    pub fn tracking(&self) -> bool {
+        self.features & FEATURES_TRACKING == FEATURES_TRACKING
     }
 
     pub fn features(&self) -> u64 {
@@ -144,27 +189,9 @@ impl Uffd {
     /// registered: afterwards an access to a missing page raises SIGBUS (user mode) or EFAULT
     /// (kernel mode) until the pager fills it, so no Rust code may hold a reference into it.
     pub unsafe fn register_missing(&self, start: usize, len: usize) -> Result<(), i32> {
-        // WP too: the eviction fallback for pages a fork shares (MOVE refuses them)
-        // write-protects them while their content is stored.
+        // WP too: write tracking (async write protection, `PAGEMAP_SCAN`) needs the range
+        // registered for it.
         self.register(start, len, REGISTER_MODE_MISSING | REGISTER_MODE_WP)
-    }
-
-    /// `UFFDIO_WRITEPROTECT`: sets (`on`) or clears write protection on present pages of a
-    /// managed range. A write to a protected page raises SIGBUS (sync WP in SIGBUS mode).
-    pub fn write_protect(&self, start: usize, len: usize, on: bool) -> Result<(), i32> {
-        let mut w = WriteProtect {
-            range: Range {
-                start: start as u64,
-                len: len as u64,
-            },
-            mode: if on { WRITEPROTECT_MODE_WP } else { 0 },
-        };
-        // SAFETY: UFFDIO_WRITEPROTECT reads the struct; it changes only PTE protection of
-        // managed pages (the `register_missing` contract).
-        if unsafe { libc::ioctl(self.raw_fd(), UFFDIO_WRITEPROTECT as _, &mut w) } != 0 {
-            return Err(crate::sys::errno());
-        }
-        Ok(())
     }
 
     /// Registers `[start, start+len)` in WP mode only, for the eviction scratch area: a
@@ -209,15 +236,23 @@ impl Uffd {
 
     /// `UFFDIO_COPY`: atomically installs `len` bytes from `src` at the missing pages at `dst`
     /// (page-aligned, inside a registered range). In SIGBUS mode no thread sleeps on the uffd,
-    /// so no wake is needed. `Exists` when a destination page is already populated.
-    pub fn copy(&self, dst: usize, src: *const u8, len: usize) -> Result<(), UffdError> {
+    /// so no wake is needed. `Exists` when a destination page is already populated. With `wp`
+    /// (only when `tracking()`), the pages are mapped write-protected: the first write clears
+    /// the protection silently and `PAGEMAP_SCAN` reports the page `WRITTEN` from then on.
+    pub fn copy(&self, dst: usize, src: *const u8, len: usize, wp: bool) -> Result<(), UffdError> {
+        let mode = COPY_MODE_DONTWAKE
+            | if wp && self.tracking() {
+                COPY_MODE_WP
+            } else {
+                0
+            };
         let mut done = 0usize;
         while done < len {
             let mut c = Copy {
                 dst: (dst + done) as u64,
                 src: src as u64 + done as u64,
                 len: (len - done) as u64,
-                mode: COPY_MODE_DONTWAKE,
+                mode,
                 copy: 0,
             };
             // SAFETY: UFFDIO_COPY reads `len` bytes from `src` (the caller's buffer) and writes
@@ -263,8 +298,7 @@ impl Uffd {
             libc::EAGAIN => UffdError::Again { done },
             libc::EBUSY => UffdError::Busy { done },
             libc::ENOENT => UffdError::Hole { done },
-            libc::EEXIST => UffdError::Exists,
-            _ => UffdError::Os(e),
+            _ => UffdError::MoveFailed { errno: e, done },
         })
     }
 }

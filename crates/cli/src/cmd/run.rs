@@ -35,12 +35,37 @@ pub struct Args {
     /// resident pages alone (as cgroup v1 counts, where the kernel does not charge its pool).
     #[arg(long, default_value = "resident+pool", value_parser = ["resident+pool", "resident"])]
     pub budget_covers: String,
-    /// Victim selection: clock (second chance for faulted and refaulted pages) or fifo.
-    #[arg(long, default_value = "clock", value_parser = ["clock", "fifo"])]
-    pub victim: String,
+    /// Victim selection (docs/pager.md): clock (second chance for pages faulted in, refaulted
+    /// or written, writes seen by write tracking), clock-faults (the same clock without write
+    /// tracking's references) or fifo.
+    #[arg(long, value_enum, default_value_t = Victim::Clock)]
+    pub victim: Victim,
+    /// Keep the compressed copy of a page read back and still clean, so that evicting it again
+    /// costs no compression (on), or drop it at every load as the kernel does (off, the
+    /// default until an intermittent fault seen with it is understood: docs/pager.md).
+    #[arg(long, value_enum, default_value_t = OnOff::Off)]
+    pub keep_clean: OnOff,
+    /// Swap readahead: after two sequential faults from the cache, bring back up to PAGES
+    /// following evicted pages at once (0 = off).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=64))]
+    pub readahead: u8,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
     pub cmd: Vec<OsString>,
+}
+
+/// `--victim` (docs/pager.md "Victim selection").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Victim {
+    Clock,
+    ClockFaults,
+    Fifo,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
 }
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -295,7 +320,23 @@ fn run_inner(args: Args) -> Result<i32> {
             "UZSWAP_BUDGET_COVERS",
             if covers_pool { "pool" } else { "resident" },
         )
-        .env("UZSWAP_VICTIM", &args.victim)
+        .env(
+            "UZSWAP_VICTIM",
+            match args.victim {
+                Victim::Clock => "clock",
+                Victim::ClockFaults => "clock-faults",
+                Victim::Fifo => "fifo",
+            },
+        )
+        .env("UZSWAP_READAHEAD", args.readahead.to_string())
+        .env(
+            "UZSWAP_KEEP_CLEAN",
+            if args.keep_clean == OnOff::On {
+                "on"
+            } else {
+                "off"
+            },
+        )
         .env("UZSWAP_STRICT", "1");
     if let Some(t) = &trace {
         cmd.env("UZSWAP_TRACE_DIR", &t.raw_dir)
@@ -385,10 +426,17 @@ fn build_report(
         counters.insert(k, v.into());
     }
     let l = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
+    // The share of re-evictions (evictions of pages that had come back from the cache) that
+    // reused the kept clean copy instead of compressing again.
+    let saved_share = match l(&seg.reevictions) {
+        0 => 0.0,
+        re => l(&seg.reevictions_saved) as f64 / re as f64,
+    };
     serde_json::json!({
         "exit_status": exit_status,
         "elapsed_s": elapsed,
         "peak_rss_bytes": peak_rss,
+        "pager_reevictions_saved": saved_share,
         "counters": counters,
         "faults": {
             "count": l(&seg.faults),
@@ -409,6 +457,12 @@ fn build_report(
             "evictions_skipped_busy": l(&seg.evict_busy),
             "refaults": l(&seg.refaults),
             "refaults_within_resident": l(&seg.refaults_near),
+            "reevictions": l(&seg.reevictions),
+            "reevictions_saved": l(&seg.reevictions_saved),
+            "kept_copies_dropped_written": l(&seg.kept_dropped),
+            "kept_copies_changed_at_eviction": l(&seg.kept_mismatch),
+            "write_scans": l(&seg.scans),
+            "readahead_pages": l(&seg.readahead_pages),
             "zero_fault_around_pages": l(&seg.fault_around_pages),
             "pinned_syscalls": l(&seg.pinned_calls),
             "unmanageable_mappings": l(&seg.unmanageable),
@@ -423,7 +477,8 @@ fn summary(r: &serde_json::Value) -> String {
     format!(
         "uzswap run: exit status {}, {:.2} s, peak RSS {:.1} MiB (budget {:.1} MiB, peak charged {:.1} MiB)\n\
          faults {} (pool {}, swap file {}, zero {}), p50 {:.1} us, p99 {:.1} us\n\
-         zswpout {}, zswpin {}, zswpwb {}, pswpout {}, pswpin {}, evictions {}\n",
+         zswpout {}, zswpin {}, zswpwb {}, pswpout {}, pswpin {}, evictions {}\n\
+         re-evictions {}, of which reused a kept clean copy {} ({:.0} %)\n",
         r["exit_status"],
         r["elapsed_s"].as_f64().unwrap_or(0.0),
         g(&r["peak_rss_bytes"]) as f64 / 1048576.0,
@@ -441,5 +496,8 @@ fn summary(r: &serde_json::Value) -> String {
         g(&c["pswpout"]),
         g(&c["pswpin"]),
         g(&r["pager"]["evictions"]),
+        g(&r["pager"]["reevictions"]),
+        g(&r["pager"]["reevictions_saved"]),
+        r["pager_reevictions_saved"].as_f64().unwrap_or(0.0) * 100.0,
     )
 }

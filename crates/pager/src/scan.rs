@@ -1,0 +1,149 @@
+// SPDX-License-Identifier: MIT
+//! Write tracking: which managed pages were written since they were last write-protected.
+//!
+//! Pages are filled write-protected (`UFFDIO_COPY_MODE_WP`) and the userfaultfd has
+//! `UFFD_FEATURE_WP_ASYNC`, so a write just clears the page's uffd-wp bit in the kernel's fault
+//! path, with no signal. The `PAGEMAP_SCAN` ioctl on `/proc/self/pagemap` ("fs/proc/task_mmu:
+//! implement IOCTL to get and optionally clear info about PTEs", 6.7) reports the present pages
+//! without the bit (`PAGE_IS_WRITTEN`) and, with `PM_SCAN_WP_MATCHING`, protects them again in
+//! the same page-table walk, atomically with the report: every write is seen by exactly one
+//! scan. Reads are invisible (no accessed bit is readable from user space on this kernel: see
+//! docs/pager.md).
+//!
+//! The pagemap descriptor belongs to the address space it was opened in: a fork child opens its
+//! own (`reopen`).
+
+use std::sync::atomic::{AtomicI32, Ordering::Relaxed};
+
+use crate::region::PAGE;
+
+const PAGEMAP_SCAN: u64 =
+    (3 << 30) | ((std::mem::size_of::<ScanArg>() as u64) << 16) | (0x66 << 8) | 16;
+const PM_SCAN_WP_MATCHING: u64 = 1;
+const PAGE_IS_WRITTEN: u64 = 1 << 1;
+const PAGE_IS_PRESENT: u64 = 1 << 3;
+
+#[repr(C)]
+struct ScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+/// The process's `/proc/self/pagemap` descriptor (-1: none, tracking off).
+pub struct Scanner {
+    fd: AtomicI32,
+}
+
+impl Default for Scanner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Scanner {
+    pub const fn new() -> Scanner {
+        Scanner {
+            fd: AtomicI32::new(-1),
+        }
+    }
+
+    /// Opens this address space's pagemap (at start, and in a fork child). False if it can't
+    /// (then write tracking stays off).
+    pub fn reopen(&self) -> bool {
+        // SAFETY: a NUL-terminated path; the fd is owned by this object.
+        let fd = unsafe {
+            libc::open(
+                c"/proc/self/pagemap".as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        };
+        let old = self.fd.swap(fd, Relaxed);
+        if old >= 0 {
+            // SAFETY: our own descriptor (inherited copy in a fork child), not used any more.
+            unsafe { libc::close(old) };
+        }
+        fd >= 0
+    }
+
+    /// Turns write tracking off (a fork child whose new userfaultfd lacks it).
+    pub fn close(&self) {
+        let old = self.fd.swap(-1, Relaxed);
+        if old >= 0 {
+            // SAFETY: our own descriptor, not used any more.
+            unsafe { libc::close(old) };
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.fd.load(Relaxed) >= 0
+    }
+
+    /// Calls `each(first, end)` with the page ranges of `[start, end)` (page-aligned, managed)
+    /// that are present and were written since they were last protected, in address order;
+    /// with `rearm`, protects them again in the same walk. Returns false if the scan failed
+    /// (then nothing is known: treat every page as written).
+    pub fn written(
+        &self,
+        start: usize,
+        end: usize,
+        rearm: bool,
+        mut each: impl FnMut(usize, usize),
+    ) -> bool {
+        let fd = self.fd.load(Relaxed);
+        if fd < 0 {
+            return false;
+        }
+        let mut vec = [PageRegion::default(); 32];
+        let mut from = start;
+        while from < end {
+            let mut a = ScanArg {
+                size: std::mem::size_of::<ScanArg>() as u64,
+                flags: if rearm { PM_SCAN_WP_MATCHING } else { 0 },
+                start: from as u64,
+                end: end as u64,
+                walk_end: 0,
+                vec: vec.as_mut_ptr() as u64,
+                vec_len: vec.len() as u64,
+                max_pages: 0,
+                category_inverted: 0,
+                category_mask: PAGE_IS_WRITTEN | PAGE_IS_PRESENT,
+                category_anyof_mask: 0,
+                return_mask: PAGE_IS_WRITTEN,
+            };
+            // SAFETY: PAGEMAP_SCAN reads the argument and writes up to `vec_len` regions into
+            // our array; with WP_MATCHING it write-protects matching pages of managed ranges
+            // (registered for async WP), which changes no data.
+            let n = unsafe { libc::ioctl(fd, PAGEMAP_SCAN as _, &mut a) };
+            if n < 0 {
+                return false;
+            }
+            for r in &vec[..n as usize] {
+                each(r.start as usize, r.end as usize);
+            }
+            let walked = (a.walk_end as usize).max(from + PAGE);
+            if walked <= from {
+                break;
+            }
+            from = walked;
+        }
+        true
+    }
+}
