@@ -24,6 +24,7 @@
 //! thread and is waited for after stores that queue it); `--compare` runs one replay per
 //! thread, sharing only the read-only corpus.
 
+pub mod batch;
 pub mod driver;
 pub mod kernel;
 pub mod params;
@@ -37,6 +38,7 @@ use std::io::BufReader;
 
 use uzswap_trace::{Event, TraceReader};
 
+pub use batch::{Access, Batch, Op};
 pub use driver::{Replay, ReplayOptions};
 pub use report::Report;
 pub use workload::{Builtin, CgroupLayout, WorkloadParams, BUILTIN};
@@ -73,6 +75,24 @@ impl Source {
         }
     }
 
+    /// Replace `out`'s contents with the next events: at least `min` unless the stream
+    /// ends (then fewer; none at its end).
+    pub fn fill(&mut self, out: &mut Batch, min: usize) -> Result<(), ReplayError> {
+        match self {
+            Source::Builtin(b) => b.fill(out, min),
+            Source::Trace(t) => {
+                out.clear();
+                while out.len() < min {
+                    match t.next_event()? {
+                        Some(r) => out.push(r.event),
+                        None => break,
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Events to expect, when known.
     pub fn total_events(&self) -> Option<u64> {
         match self {
@@ -93,10 +113,13 @@ impl Source {
     }
 }
 
-/// Events between fetching an event and applying it: the replay prefetches the memory each
-/// upcoming access needs (page-table entry at `LOOKAHEAD`, page record at half of it), so the
-/// random accesses of a large footprint overlap instead of stalling one after another.
-const LOOKAHEAD: usize = 16;
+/// Events between prefetching the memory an access needs (its page's flags and content
+/// entry) and applying it, so that the random accesses of a large footprint overlap instead
+/// of stalling one after another.
+const LOOKAHEAD: usize = 8;
+
+/// Events fetched from the source at a time.
+const BATCH: usize = 1024;
 
 /// Replay every event of `src`; `progress(events)` is called every 65536 events.
 pub fn run(
@@ -106,28 +129,31 @@ pub fn run(
 ) -> Result<Report, ReplayError> {
     let name = src.name();
     replay.start_clock();
-    let mut ring: std::collections::VecDeque<Event> =
-        std::collections::VecDeque::with_capacity(LOOKAHEAD + 1);
-    let mut done = false;
+    let mut batch = Batch::with_capacity(2 * BATCH);
     loop {
-        while !done && ring.len() < LOOKAHEAD {
-            match src.next_event()? {
-                Some(ev) => {
-                    replay.prefetch(&ev, false);
-                    ring.push_back(ev);
-                }
-                None => done = true,
-            }
-        }
-        let Some(ev) = ring.pop_front() else {
+        src.fill(&mut batch, BATCH)?;
+        if batch.is_empty() {
             break;
-        };
-        if let Some(mid) = ring.get(LOOKAHEAD / 2) {
-            replay.prefetch(mid, true);
         }
-        replay.apply(&ev)?;
-        if replay.events() & 0xffff == 0 {
-            progress(replay.events());
+        let ops = &batch.ops;
+        for &op in ops.iter().take(LOOKAHEAD) {
+            replay.prefetch_op(op);
+        }
+        let mut controls = batch.events.iter();
+        for i in 0..ops.len() {
+            if let Some(&op) = ops.get(i + LOOKAHEAD) {
+                replay.prefetch_op(op);
+            }
+            match ops[i].access() {
+                Some((cg, page, a)) => replay.apply_access(cg, page, a)?,
+                None => {
+                    let ev = controls.next().expect("a control op has its event");
+                    replay.apply(ev)?;
+                }
+            }
+            if replay.events() & 0xffff == 0 {
+                progress(replay.events());
+            }
         }
     }
     progress(replay.events());

@@ -49,6 +49,10 @@ pub struct Args {
     /// programs captured now).
     #[arg(long, value_name = "FILE")]
     pub corpus: Option<PathBuf>,
+    /// Also write the corpus used (captured now, or read) as a page file, to replay again on
+    /// exactly the same pages (`--corpus FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub save_corpus: Option<PathBuf>,
     /// Seed of the built-in workload's random choices.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -156,6 +160,11 @@ fn load_corpus(args: &Args, header_pages: Option<&PageSource>) -> anyhow::Result
         pages.len(),
         pages.source()
     ));
+    if let Some(p) = &args.save_corpus {
+        uzswap_corpus::write_page_file(p, &pages)
+            .with_context(|| format!("writing the corpus to {}", p.display()))?;
+        note(&format!("corpus saved to {}", p.display()));
+    }
     Ok(Arc::new(pages))
 }
 
@@ -339,6 +348,7 @@ fn replay_options(args: &Args, plan: &Plan, timeline_every: u64) -> ReplayOption
         sync_shrink: !args.async_shrink,
         tlb_entries: args.tlb,
         stats_flush: Duration::from_millis(args.stats_flush_ms),
+        spans: plan.layout.iter().map(|l| l.pages).collect(),
         ..ReplayOptions::default()
     }
 }
