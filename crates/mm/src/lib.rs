@@ -518,6 +518,31 @@ impl Mm {
         }
     }
 
+    /// The next stage of `prefetch`, a few accesses later (when `page`'s flags are cached):
+    /// if the access will fault, start loading the page's record (LRU links, slot) and, once
+    /// that is cached (`swap`: a later call), its swap slot's owner and shadow. No effect on
+    /// the engine's state.
+    #[inline]
+    pub fn prefetch_fault(&self, page: PageId, swap: bool) {
+        let i = page.0 as usize;
+        let Some(&fl) = self.pages.flags.get(i) else {
+            return;
+        };
+        if fl & (f::PRESENT | f::MAPPED) == f::PRESENT | f::MAPPED || fl & f::LIVE == 0 {
+            return;
+        }
+        let r = &self.pages.rec[i];
+        if !swap {
+            prefetch(std::ptr::from_ref(r).cast());
+        } else if fl & f::PRESENT == 0 && r.slot != 0 {
+            let s = r.slot as usize;
+            if let (Some(o), Some(sh)) = (self.swap.owners.get(s), self.swap.shadows.get(s)) {
+                prefetch(std::ptr::from_ref(o).cast());
+                prefetch(std::ptr::from_ref(sh).cast());
+            }
+        }
+    }
+
     /// The cgroup a page belongs to.
     pub fn page_cgroup(&self, page: PageId) -> MemCg {
         MemCg(self.pages.cg(page.0))

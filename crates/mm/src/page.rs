@@ -322,6 +322,14 @@ impl List {
             return None;
         }
         self.remove(pages, t);
+        // Reclaim pops tails in a row: start loading the record the next pop unlinks from
+        // (the new tail's is cached now; its predecessor's is a random page's).
+        if self.tail != NIL {
+            let prev = pages.rec[self.tail as usize].prev;
+            if let Some(r) = pages.rec.get(prev as usize) {
+                crate::prefetch(std::ptr::from_ref(r).cast());
+            }
+        }
         Some(t)
     }
 }

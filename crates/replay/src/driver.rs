@@ -1010,6 +1010,20 @@ impl Replay {
         }
     }
 
+    /// Later stages of `prefetch_op` for an access that will fault: its page's record
+    /// (`swap` false), then its swap slot's state (`swap` true).
+    #[inline]
+    pub fn prefetch_fault(&self, op: Op, swap: bool) {
+        let Some((cg, page, _)) = op.access() else {
+            return;
+        };
+        if let Some(s) = self.spaces.get(cg as usize) {
+            if page < s.span {
+                self.mm.prefetch_fault(PageId(s.base + page as u32), swap);
+            }
+        }
+    }
+
     #[inline]
     fn prefetch_access(&self, cg: u32, page: u64, content: Option<Content>) {
         let Some(s) = self.spaces.get(cg as usize) else {

@@ -114,7 +114,8 @@ impl Source {
 }
 
 /// Events between prefetching the memory an access needs (its page's flags and content
-/// entry) and applying it, so that the random accesses of a large footprint overlap instead
+/// entry; half-way, if it will fault, its page record; a quarter before, its swap slot's
+/// state) and applying it, so that the random accesses of a large footprint overlap instead
 /// of stalling one after another.
 const LOOKAHEAD: usize = 8;
 
@@ -143,6 +144,12 @@ pub fn run(
         for i in 0..ops.len() {
             if let Some(&op) = ops.get(i + LOOKAHEAD) {
                 replay.prefetch_op(op);
+            }
+            if let Some(&op) = ops.get(i + LOOKAHEAD / 2) {
+                replay.prefetch_fault(op, false);
+            }
+            if let Some(&op) = ops.get(i + LOOKAHEAD / 4) {
+                replay.prefetch_fault(op, true);
             }
             match ops[i].access() {
                 Some((cg, page, a)) => replay.apply_access(cg, page, a)?,
