@@ -176,6 +176,11 @@ struct ReplayFront {
     /// A store ran since the last look at the shrink worker (only stores queue it).
     stored: bool,
     shrinker: bool,
+    /// Bumped by every call into the cache that may change it (and every control event).
+    zs_gen: u64,
+    /// Per engine cgroup: `zswap_pages` as of generation `.0` (reclaim asks for it on every
+    /// charge; summing the cache's per-CPU counters each time is the engine's cost).
+    zs_memo: Vec<std::cell::Cell<(u64, u64)>>,
 }
 
 impl ReplayFront {
@@ -189,6 +194,8 @@ impl ReplayFront {
 
     #[inline]
     fn charge_time(&mut self, t: Instant) {
+        // Every call into the cache comes through here: its per-cgroup sizes may have moved.
+        self.zs_gen += 1;
         let ns = t.elapsed().as_nanos() as u64;
         self.cache_ns += ns;
         self.pc[self.cur as usize].cache_ns += ns;
@@ -279,10 +286,22 @@ impl Front for ReplayFront {
     }
 
     fn zswap_pages(&self, cg: MemCg) -> u64 {
-        self.z
+        let memo = self.zs_memo.get(cg.0 as usize).filter(|_| self.sync_shrink);
+        if let Some(m) = memo {
+            let (g, v) = m.get();
+            if g == self.zs_gen {
+                return v;
+            }
+        }
+        let v = self
+            .z
             .cgroup_zswap_bytes(self.zcg[cg.0 as usize])
             .unwrap_or(0)
-            .div_ceil(4096)
+            .div_ceil(4096);
+        if let Some(m) = memo {
+            m.set((self.zs_gen, v));
+        }
+        v
     }
 
     fn shrink_slab(&mut self, cg: MemCg, priority: u32) {
@@ -598,6 +617,8 @@ impl Replay {
             sync_shrink: opts.sync_shrink,
             stored: false,
             shrinker,
+            zs_gen: 1,
+            zs_memo: Vec::new(),
         };
         Ok(Replay {
             opts,
@@ -711,6 +732,7 @@ impl Replay {
     /// Events other than accesses.
     #[inline(never)]
     fn control(&mut self, ev: &Event) -> Result<(), ReplayError> {
+        self.f.zs_gen += 1;
         match *ev {
             Event::Read { .. } | Event::Write { .. } => unreachable!("accesses take the fast path"),
             Event::Free { cg, page, count } => {
@@ -744,6 +766,7 @@ impl Replay {
                 debug_assert_eq!(mem.0 as usize, self.f.zcg.len());
                 self.f.zcg.push(zcg);
                 self.f.pc.push(PerCg::default());
+                self.f.zs_memo.resize(self.f.zcg.len(), Default::default());
                 let span = self.opts.spans.get(cg as usize - 1).copied().unwrap_or(0);
                 let span = if self.next_base + span <= MAX_FLAT {
                     span

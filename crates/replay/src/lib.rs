@@ -120,9 +120,14 @@ impl Source {
 const LOOKAHEAD: usize = 8;
 
 /// Events fetched from the source at a time.
-const BATCH: usize = 1024;
+const BATCH: usize = 4096;
 
 /// Replay every event of `src`; `progress(events)` is called every 65536 events.
+///
+/// The events are generated (built-in workload) or read and decoded (trace) on a second
+/// thread, a few batches ahead, while this one replays: producing the events is the trace's
+/// work, not the reclaim model's, and overlaps it (the events and so every counter are the
+/// same as on one thread).
 pub fn run(
     replay: &mut Replay,
     src: &mut Source,
@@ -130,41 +135,96 @@ pub fn run(
 ) -> Result<Report, ReplayError> {
     let name = src.name();
     replay.start_clock();
-    let mut batch = Batch::with_capacity(2 * BATCH);
-    loop {
-        src.fill(&mut batch, BATCH)?;
-        if batch.is_empty() {
-            break;
+    std::thread::scope(|scope| {
+        // Full batches to the replay, empty ones back for reuse: no allocation per batch.
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Batch, ReplayError>>(3);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Batch>();
+        for _ in 0..4 {
+            empty_tx
+                .send(Batch::with_capacity(2 * BATCH))
+                .expect("receiver alive");
         }
-        let ops = &batch.ops;
-        for &op in ops.iter().take(LOOKAHEAD) {
-            replay.prefetch_op(op);
-        }
-        let mut controls = batch.events.iter();
-        for i in 0..ops.len() {
-            if let Some(&op) = ops.get(i + LOOKAHEAD) {
-                replay.prefetch_op(op);
-            }
-            if let Some(&op) = ops.get(i + LOOKAHEAD / 2) {
-                replay.prefetch_fault(op, false);
-            }
-            if let Some(&op) = ops.get(i + LOOKAHEAD / 4) {
-                replay.prefetch_fault(op, true);
-            }
-            match ops[i].access() {
-                Some((cg, page, a)) => replay.apply_access(cg, page, a)?,
-                None => {
-                    let ev = controls.next().expect("a control op has its event");
-                    replay.apply(ev)?;
+        let producer = std::thread::Builder::new()
+            .name("replay-source".into())
+            .spawn_scoped(scope, move || {
+                while let Ok(mut batch) = empty_rx.recv() {
+                    let r = src.fill(&mut batch, BATCH);
+                    let end = r.is_err() || batch.is_empty();
+                    if full_tx.send(r.map(|()| batch)).is_err() || end {
+                        break;
+                    }
                 }
-            }
-            if replay.events() & 0xffff == 0 {
-                progress(replay.events());
-            }
-        }
-    }
+            })
+            .map_err(|e| ReplayError::Setup(format!("starting the event source thread: {e}")))?;
+        let r = replay_batches(replay, &full_rx, &empty_tx, progress);
+        // Unblock and stop the producer whatever happened here.
+        drop(empty_tx);
+        drop(full_rx);
+        producer
+            .join()
+            .map_err(|_| ReplayError::Setup("the event source thread panicked".into()))?;
+        r
+    })?;
     progress(replay.events());
     replay.report(&name)
+}
+
+/// The replay side of `run`: apply each batch as it arrives, hand it back emptied.
+fn replay_batches(
+    replay: &mut Replay,
+    full: &std::sync::mpsc::Receiver<Result<Batch, ReplayError>>,
+    empty: &std::sync::mpsc::Sender<Batch>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), ReplayError> {
+    loop {
+        let Ok(batch) = full.recv() else {
+            return Err(ReplayError::Setup(
+                "the event source thread stopped early".into(),
+            ));
+        };
+        let batch = batch?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        apply_batch(replay, &batch, progress)?;
+        // The producer may have finished: then nobody takes the batch back.
+        let _ = empty.send(batch);
+    }
+}
+
+/// Apply the events of one batch, prefetching ahead.
+fn apply_batch(
+    replay: &mut Replay,
+    batch: &Batch,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), ReplayError> {
+    let ops = &batch.ops;
+    for &op in ops.iter().take(LOOKAHEAD) {
+        replay.prefetch_op(op);
+    }
+    let mut controls = batch.events.iter();
+    for i in 0..ops.len() {
+        if let Some(&op) = ops.get(i + LOOKAHEAD) {
+            replay.prefetch_op(op);
+        }
+        if let Some(&op) = ops.get(i + LOOKAHEAD / 2) {
+            replay.prefetch_fault(op, false);
+        }
+        if let Some(&op) = ops.get(i + LOOKAHEAD / 4) {
+            replay.prefetch_fault(op, true);
+        }
+        match ops[i].access() {
+            Some((cg, page, a)) => replay.apply_access(cg, page, a)?,
+            None => {
+                let ev = controls.next().expect("a control op has its event");
+                replay.apply(ev)?;
+            }
+        }
+        if replay.events() & 0xffff == 0 {
+            progress(replay.events());
+        }
+    }
+    Ok(())
 }
 
 /// Swap slots for a workload spanning `footprint_pages` pages in all: twice the footprint
