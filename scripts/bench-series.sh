@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The BENCHMARKS.md section 1 protocol in one command: N separate `uzswap bench` invocations
 # (each its own process, one cache, a warm-up and RUNS timed runs) on a saved corpus, then the
-# median and range over invocations of each paired ratio.
+# median and range over invocations of each paired ratio, of the per-load overhead in ns
+# (`load_overhead_ns`), of the first run's cold pair, and with --scaling of every operation's
+# 2-thread scaling next to its reference's.
 #
 #   scripts/bench-series.sh [-n N] [-r RUNS] [-b UZSWAP_BINARY] CORPUS COMPRESSOR [bench flags...]
 #   scripts/bench-series.sh -n 5 /tmp/default.pages lzo-rle --kernel
@@ -32,11 +35,23 @@ done
 python3 - "$out"/*.json <<'PY'
 import json, statistics, sys
 docs = [json.load(open(f)) for f in sys.argv[1:]]
-keys = sorted({k for d in docs for k in d.get("paired_ratios", {})})
 print(f"{len(docs)} invocations, compressor {docs[0]['compressor']}, {docs[0]['pages']} pages, "
       f"verified: {all(d['verified'] for d in docs)}")
-for k in keys:
-    v = [d["paired_ratios"][k] for d in docs if k in d["paired_ratios"]]
-    print(f"  {k:36s} median {statistics.median(v):.3f}  range {min(v):.3f}-{max(v):.3f}  "
-          + " ".join(f"{x:.3f}" for x in v))
+def series(name, values):
+    v = [x for x in values if isinstance(x, (int, float))]
+    if v:
+        print(f"  {name:40s} median {statistics.median(v):8.3f}  range {min(v):.3f}-{max(v):.3f}  "
+              + " ".join(f"{x:.3f}" for x in v))
+# The paired ratios, the cache's own cost per load (ns), the first run's cold pair, and with
+# --scaling each operation's scaling next to its reference's.
+for group in ("paired_ratios", "load_overhead_ns", "first_run"):
+    keys = sorted({k for d in docs for k in d.get(group, {})})
+    for k in keys:
+        if group == "first_run" and not k.endswith("_vs_zram_write_cold"):
+            continue
+        series(f"{group}.{k}", [d.get(group, {}).get(k) for d in docs])
+for op in sorted({k for d in docs for k in d.get("scaling", {})}):
+    series(f"scaling.{op}", [d["scaling"][op]["scaling"] for d in docs if op in d.get("scaling", {})])
+    series(f"scaling.{op} reference ({docs[0]['scaling'][op]['reference']})",
+           [d["scaling"][op]["reference_scaling"] for d in docs if op in d.get("scaling", {})])
 PY

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! lz4 decoder on arbitrary input: Err or a length within the destination, never a panic.
 #![no_main]
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! LZO/LZO-RLE decoder on arbitrary input: never panics, never reads or writes out of bounds
 //! (run under ASan by cargo-fuzz), and the fast decoder agrees with the safe reference decoder.
 #![no_main]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Every algorithm, plain and kernel-exact, round-trips arbitrary input (padded to one page,
 //! and as is).
 #![no_main]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! write_page / read_page per 4 KiB page against raw pwrite / pread of the same size on the
 //! same kind of file, in the same run: the difference is the cost of checksums, the checksum
 //! table update and slot bookkeeping.

@@ -12,8 +12,11 @@
 //! rotating global hint. Concurrent threads on different lanes therefore touch different clusters
 //! and different cache lines; no lock exists anywhere on the path.
 
+#[cfg(not(loom))]
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
+
+use crate::sync::{spin_hint, AtomicU32, AtomicU64, AtomicUsize};
 
 /// Slots per cluster.
 pub const CLUSTER_SLOTS: usize = 512;
@@ -45,11 +48,20 @@ pub struct SlotMap {
     capacity: u64,
 }
 
+#[cfg(not(loom))]
 thread_local! {
     static LANE: Cell<usize> = const { Cell::new(usize::MAX) };
 }
-static NEXT_LANE: AtomicUsize = AtomicUsize::new(0);
+#[cfg(not(loom))]
+static NEXT_LANE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
+/// Under loom every thread shares lane 0: the threads then race on one cluster.
+#[cfg(loom)]
+fn my_lane() -> usize {
+    0
+}
+
+#[cfg(not(loom))]
 fn my_lane() -> usize {
     LANE.with(|l| {
         let v = l.get();
@@ -159,7 +171,7 @@ impl SlotMap {
             }
             // Another thread holding a reservation took the bit we saw; the reserved one is
             // freed by a concurrent `free` or still ahead of us in the scan: go around again.
-            std::hint::spin_loop();
+            spin_hint();
         }
     }
 
@@ -270,5 +282,59 @@ mod tests {
         let set: HashSet<u64> = all.iter().copied().collect();
         assert_eq!(set.len(), all.len(), "a slot was owned twice");
         assert_eq!(m.in_use(), all.len() as u64);
+    }
+}
+
+/// Loom models of the cluster bits: the free counter reserves, the bitmap claims. Run with
+/// `scripts/loom.sh`.
+#[cfg(all(test, loom))]
+mod loom_models {
+    use loom::sync::Arc;
+    use loom::thread;
+
+    use super::SlotMap;
+
+    /// Two allocations racing for the last two slots of a cluster get distinct slots; a third
+    /// finds the area full.
+    #[test]
+    fn allocations_race_for_the_last_slots() {
+        loom::model(|| {
+            let m = Arc::new(SlotMap::new(3));
+            assert_eq!(m.alloc(), Some(0));
+            let t = {
+                let m = m.clone();
+                thread::spawn(move || m.alloc())
+            };
+            let mine = m.alloc();
+            let theirs = t.join().unwrap();
+            let (a, b) = (mine.unwrap(), theirs.unwrap());
+            assert_ne!(a, b, "one slot handed out twice");
+            assert!(a < 3 && b < 3);
+            assert_eq!(m.alloc(), None);
+            assert_eq!(m.in_use(), 3);
+        });
+    }
+
+    /// An allocation racing a free in a full cluster: it gets the freed slot or finds the area
+    /// full, and never a slot that is still allocated.
+    #[test]
+    fn allocation_races_a_free() {
+        loom::model(|| {
+            let m = Arc::new(SlotMap::new(2));
+            assert_eq!((m.alloc(), m.alloc()), (Some(0), Some(1)));
+            let t = {
+                let m = m.clone();
+                thread::spawn(move || assert!(m.free(1)))
+            };
+            let got = m.alloc();
+            t.join().unwrap();
+            match got {
+                Some(s) => {
+                    assert_eq!(s, 1, "only the freed slot is free");
+                    assert_eq!(m.in_use(), 2);
+                }
+                None => assert_eq!(m.in_use(), 1),
+            }
+        });
     }
 }

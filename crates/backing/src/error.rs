@@ -85,7 +85,7 @@ pub enum Error {
         want: usize,
     },
     /// Any other I/O error (EIO and friends).
-    #[error("I/O error during {op} of slot {slot:?}: {source}")]
+    #[error("I/O error during {op} of slot {slot:?}")]
     Io {
         /// The operation that failed.
         op: Op,
@@ -106,7 +106,31 @@ pub enum Error {
     OutOfMemory(u64),
     /// `open` found no valid uzswap swap-file header.
     #[error("not a uzswap swap file: {0}")]
-    BadHeader(String),
+    BadHeader(HeaderError),
+}
+
+/// What is wrong with a swap file's header (from [`SwapFile::open`](crate::SwapFile::open)).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeaderError {
+    /// The file is shorter than its header page.
+    #[error("the file has only {0} bytes")]
+    TooShort(usize),
+    /// The magic bytes are not `UZSWAPF\0`.
+    #[error("bad magic")]
+    BadMagic,
+    /// The header's own checksum does not match.
+    #[error("header checksum mismatch")]
+    ChecksumMismatch,
+    /// A format version this build does not read.
+    #[error("unsupported version {0}")]
+    UnsupportedVersion(u32),
+    /// Page size, slot count or offsets that don't describe a valid file.
+    #[error("inconsistent geometry")]
+    BadGeometry,
+    /// The checksum table ends before the header says.
+    #[error("checksum table truncated")]
+    TableTruncated,
 }
 
 impl Error {

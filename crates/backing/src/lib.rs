@@ -6,7 +6,7 @@
 //! checksum per block (the kernel's swap device under zswap), and [`MemStore`], the same
 //! contract in memory (tests, Miri, loom). Also slot allocation in 512-slot clusters
 //! (lock-free bitmaps, module `alloc`), I/O error accounting ([`BackingStats`]), errors by cause
-//! ([`Error`]) and fault injection ([`FaultInjector`]).
+//! ([`Error`]) and, with the `test-hooks` cargo feature, fault injection (`FaultInjector`).
 //!
 //! **Data layout**: a store is one swap area (the kernel's swap type) of `capacity` slots of
 //! one [`PAGE_SIZE`] block each; a slot is allocated (or free) and holds a block (or none).
@@ -23,6 +23,8 @@
 //! ```
 
 #![deny(missing_docs)]
+// One function needs unsafe (`swapfile::zeroed_table`), and allows it for itself.
+#![deny(unsafe_code)]
 
 mod alloc;
 mod error;
@@ -30,9 +32,11 @@ mod fault;
 mod memstore;
 mod stats;
 mod swapfile;
+mod sync;
 
 pub use alloc::CLUSTER_SLOTS;
-pub use error::{Error, Op, Result};
+pub use error::{Error, HeaderError, Op, Result};
+#[cfg(any(test, feature = "test-hooks"))]
 pub use fault::FaultInjector;
 pub use memstore::MemStore;
 pub use stats::BackingStats;

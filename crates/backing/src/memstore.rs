@@ -264,11 +264,14 @@ impl MemStore {
             .snapshot(self.capacity, self.slots.in_use(), self.injector.injected())
     }
 
-    /// The fault injector of this store (for tests of the layers above).
+    #[cfg(any(test, feature = "test-hooks"))]
+    /// The fault injector of this store (for tests of the layers above; cargo feature
+    /// `test-hooks`).
     pub fn fault_injector(&self) -> &FaultInjector {
         &self.injector
     }
 
+    #[cfg(any(test, feature = "test-hooks"))]
     /// Flips one bit of the block stored for slot `offset` (its checksum is not touched), as
     /// silent media corruption would. Counted as an injected fault.
     pub fn corrupt_block(&self, offset: u64, byte: usize) -> io::Result<()> {

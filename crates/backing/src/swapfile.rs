@@ -45,13 +45,15 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
+use rustix::fs::FallocateFlags;
+use rustix::io::Errno;
+
 use crate::alloc::{self, CLUSTER_SLOTS};
-use crate::error::{Error, Op, Result};
+use crate::error::{Error, HeaderError, Op, Result};
 use crate::fault::{FaultInjector, ReadFault, WriteFault};
 use crate::stats::{BackingStats, Counters};
 use crate::{BackingStore, SwapSlot, PAGE_SIZE};
@@ -207,6 +209,8 @@ fn open_temp(dir: &Path) -> io::Result<File> {
 /// An all-zero checksum table of `n` entries, from `alloc_zeroed`: the OS hands out zero pages
 /// lazily, so a large, mostly unused area costs no resident memory, and a request the allocator
 /// cannot satisfy is an error instead of an abort.
+// The crate's one unsafe function: std has no safe way to get zeroed atomics lazily.
+#[allow(unsafe_code)]
 fn zeroed_table(n: usize) -> Option<Box<[AtomicU64]>> {
     let layout = std::alloc::Layout::array::<AtomicU64>(n).ok()?;
     if layout.size() == 0 {
@@ -257,17 +261,17 @@ impl SwapFile {
         let mut h = vec![0u8; PAGE_SIZE];
         let n = pread_full(&file, &mut h, 0).map_err(|e| Error::from_io(Op::Metadata, None, e))?;
         if n < PAGE_SIZE {
-            return Err(Error::BadHeader(format!("file has only {n} bytes")));
+            return Err(Error::BadHeader(HeaderError::TooShort(n)));
         }
         if &h[0..8] != MAGIC {
-            return Err(Error::BadHeader("bad magic".into()));
+            return Err(Error::BadHeader(HeaderError::BadMagic));
         }
         if le_u32(&h[44..48]) != crc32c::crc32c(&h[0..44]) {
-            return Err(Error::BadHeader("header checksum mismatch".into()));
+            return Err(Error::BadHeader(HeaderError::ChecksumMismatch));
         }
         let version = le_u32(&h[8..12]);
         if version != VERSION {
-            return Err(Error::BadHeader(format!("unsupported version {version}")));
+            return Err(Error::BadHeader(HeaderError::UnsupportedVersion(version)));
         }
         let area = le_u32(&h[12..16]);
         let slots = le_u64(&h[16..24]);
@@ -279,13 +283,13 @@ impl SwapFile {
             || table_offset != PAGE_SIZE as u64
             || data_offset != PAGE_SIZE as u64 * (1 + table_pages(slots))
         {
-            return Err(Error::BadHeader("inconsistent geometry".into()));
+            return Err(Error::BadHeader(HeaderError::BadGeometry));
         }
         let mut raw = vec![0u8; (slots * ENTRY_SIZE) as usize];
         let n = pread_full(&file, &mut raw, table_offset)
             .map_err(|e| Error::from_io(Op::Metadata, None, e))?;
         if n < raw.len() {
-            return Err(Error::BadHeader("checksum table truncated".into()));
+            return Err(Error::BadHeader(HeaderError::TableTruncated));
         }
         let sf = Self::build(file, area, slots, table_offset, data_offset)?;
         for (i, e) in raw.chunks_exact(ENTRY_SIZE as usize).enumerate() {
@@ -466,22 +470,14 @@ impl SwapFile {
 
     /// Punches the blocks `[first, first + n)`; remembers if the filesystem cannot.
     fn punch(&self, first: u64, n: u64) {
-        // SAFETY: fallocate on a descriptor we own, with a range inside the file; it touches
-        // no memory of this process.
-        let rc = unsafe {
-            libc::fallocate(
-                self.file.as_raw_fd(),
-                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                self.block_pos(first) as libc::off_t,
-                (n * PAGE_SIZE as u64) as libc::off_t,
-            )
-        };
-        if rc != 0 {
-            let err = io::Error::last_os_error();
-            if matches!(
-                err.raw_os_error(),
-                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
-            ) {
+        let rc = rustix::fs::fallocate(
+            &self.file,
+            FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+            self.block_pos(first),
+            n * PAGE_SIZE as u64,
+        );
+        if let Err(e) = rc {
+            if e == Errno::OPNOTSUPP || e == Errno::NOSYS {
                 self.punch_hole.store(false, Ordering::Relaxed);
             }
         }
@@ -644,13 +640,16 @@ impl SwapFile {
             .snapshot(self.capacity, self.slots.in_use(), self.injector.injected())
     }
 
-    /// The fault injector of this file (for tests of the layers above).
+    #[cfg(any(test, feature = "test-hooks"))]
+    /// The fault injector of this file (for tests of the layers above; cargo feature
+    /// `test-hooks`).
     pub fn fault_injector(&self) -> &FaultInjector {
         &self.injector
     }
 
+    #[cfg(any(test, feature = "test-hooks"))]
     /// Flips one bit of the block stored for slot `offset`, directly in the file (the checksum
-    /// table is not touched), as silent media corruption would. Counted as an injected fault.
+    /// table is not touched), as silent media corruption would. Counted as an injected fault (cargo feature `test-hooks`).
     pub fn corrupt_block(&self, offset: u64, byte: usize) -> io::Result<()> {
         if offset >= self.capacity || byte >= PAGE_SIZE {
             return Err(io::Error::new(

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Integration tests of the swap file: real files in a private directory under the system temp
 //! dir, real page content (bytes of this test executable), real corruption through a second
 //! descriptor, and every injected fault kind.
@@ -10,7 +11,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use proptest::prelude::*;
-use uzswap_backing::{DiscardPolicy, Error, SwapFile, SwapSlot, CLUSTER_SLOTS, PAGE_SIZE};
+use uzswap_backing::{
+    DiscardPolicy, Error, HeaderError, SwapFile, SwapSlot, CLUSTER_SLOTS, PAGE_SIZE,
+};
 
 /// A private directory, removed on drop.
 struct TempDir(PathBuf);
@@ -207,9 +210,15 @@ fn create_header_and_reopen() {
     // Not a swap file.
     let junk = dir.path().join("junk");
     std::fs::write(&junk, &pages[0]).unwrap();
-    assert!(matches!(SwapFile::open(&junk), Err(Error::BadHeader(_))));
+    assert!(matches!(
+        SwapFile::open(&junk),
+        Err(Error::BadHeader(HeaderError::BadMagic))
+    ));
     std::fs::write(&junk, b"short").unwrap();
-    assert!(matches!(SwapFile::open(&junk), Err(Error::BadHeader(_))));
+    assert!(matches!(
+        SwapFile::open(&junk),
+        Err(Error::BadHeader(HeaderError::TooShort(5)))
+    ));
 }
 
 #[test]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! `uzswap`: the command-line front end of the uzswap workspace.
 //!
 //! Each subcommand lives in its own module under `cmd/`, owning its clap `Args` struct and a

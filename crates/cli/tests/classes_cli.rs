@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Runs the `uzswap classes` binary and checks its JSON figures (the stable CLI contract) and
 //! its kernel-layout table.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! `uzswap capture`, `uzswap estimate` and `uzswap kernel-stats` as a user runs them.
 
 use std::io::Write as _; // skip notices bypass the test harness's output capture

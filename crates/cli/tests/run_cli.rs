@@ -12,14 +12,13 @@ fn uzswap() -> &'static str {
     env!("CARGO_BIN_EXE_uzswap")
 }
 
-/// The preload library next to the binary (built here if this test run did not build it).
+/// The preload library next to the binary, built (or brought up to date: `cargo test` builds
+/// the library's test harness, not its cdylib, so a library left by an older build would
+/// otherwise be used) once per test run.
 fn ensure_preload() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
         let dir = Path::new(uzswap()).parent().unwrap();
-        if dir.join("libuzswap_preload.so").is_file() {
-            return;
-        }
         let release = dir.file_name().is_some_and(|n| n == "release");
         let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         c.args(["build", "-p", "uzswap-preload"]);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Per-page compress/decompress of every algorithm on real pages, against references measured
 //! in the same run: memcpy of a page, lz4_flex (pure Rust, unsafe paths), liblz4's
 //! LZ4_compress_default (fresh state per call) and, when installed, Debian's liblzo2.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Quick interleaved timing of the page codecs against liblzo2 (if installed) on real pages:
 //! `cargo run --release -p uzswap-compress --example lzo_speed [ROUNDS]`. Prints the median
 //! ns/page per codec over ROUNDS rounds; each round runs every codec once over all pages, so

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # CPU time per page of each codec, measured with `perf stat -e task-clock` (CPU time of the
 # process, so time spent descheduled on a busy machine is not counted). One process per codec;
 # the `memcpy` run measures the fixed set-up cost (loading and pre-compressing the pages), which

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Raw deflate with the kernel crypto `deflate` parameters, through zlib (`libz-sys`).
 //!
 //! crypto/deflate.c (and zram's deflate backend) use a raw stream (no zlib header or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! uzswap-compress: the page compressors of uzswap.
 //!
 //! What it owns:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! LZ4 through the C liblz4 1.10 bundled by `lz4-sys`, with one reused state per thread.
 //!
 //! Why liblz4 and not lz4_flex: measured on this machine (CPU time per page, see

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Per-thread context caches.
 //!
 //! Every codec keeps its contexts in a `thread_local!` `RefCell`, borrowed for exactly one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! zstd through the `zstd` crate's bulk API, one compressor per level and one decompressor per
 //! thread, reused for every page.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Decoders on hostile input: random bytes, truncated and corrupted valid streams. They must
 //! return Err or a length within the destination, never panic; the fast LZO decoder must agree
 //! with the safe reference decoder byte for byte.

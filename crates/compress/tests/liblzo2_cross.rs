@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Cross-check the plain `lzo` format against Debian's liblzo2 (loaded with dlopen; the test
 //! skips visibly when liblzo2.so.2 is not installed: `apt-get install liblzo2-2`, and fails
 //! instead when `UZSWAP_CI=1`, which `.ci/run` sets after installing it).

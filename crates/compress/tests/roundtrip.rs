@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Round trips of every algorithm on real and structured pages, plus structured mutations.
 
 mod common;

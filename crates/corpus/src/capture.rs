@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Capture a live process's private, writable, anonymous memory.
 
 use crate::{Error, Pages, Result, PAGE_SIZE};

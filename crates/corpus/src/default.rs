@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The default corpus: memory of real programs, captured at run time.
 //!
 //! A python3 workload (dicts of records, strings, JSON text, lists of numbers) and a perl

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! uzswap-corpus: real 4 KiB pages to feed the allocator, the compressors and the estimator.
 //!
 //! What it owns:

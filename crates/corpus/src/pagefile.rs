@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The page-file format (docs/page-file-format.md).
 //!
 //! ```text

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Capture, page files and the default corpus against real processes.
 
 use std::io::Write;

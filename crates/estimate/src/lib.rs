@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! uzswap-estimate: predict what the kernel's zram and zswap would use for a set of pages.
 //!
 //! What it owns: the page rules of both kernel users of zsmalloc, applied by really running

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The estimate is what the compressor and the allocator give when run directly on the same
 //! pages with the kernel's rules written out again here, independently of the crate's code.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! A dedicated memory cgroup for tests: create it under the root of the memory controller
 //! (cgroup v1 `memory` hierarchy or cgroup v2 with `memory` enabled for children), set a
 //! limit, attach processes, read its reclaim counters, and remove it on Drop (its processes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! zswap's debugfs counters (`/sys/kernel/debug/zswap/*`).
 //!
 //! debugfs is mounted at `/sys/kernel/debug` if it is not already (needs root); a

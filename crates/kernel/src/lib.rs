@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! uzswap-kernel: the only crate that touches the running kernel's knobs.
 //!
 //! What it owns:

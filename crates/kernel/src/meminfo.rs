@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! `/proc/meminfo` fields that concern zswap.
 
 use crate::sysfs::read_string;

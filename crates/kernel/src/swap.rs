@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Kernel swap for comparisons: a temporary swap file ([`SwapFile`], swapoff and removal on
 //! Drop) and [`page_out`], which puts given pages into the kernel's swap path (zswap when it
 //! is enabled) with `MADV_PAGEOUT` on a private anonymous mapping of this process.

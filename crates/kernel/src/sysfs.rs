@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Small helpers for the kernel's one-value text files.
 
 use crate::{Error, Result};

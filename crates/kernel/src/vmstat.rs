@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Swap counters of `/proc/vmstat`.
 
 use crate::sysfs::{parse_name_value, read_string};

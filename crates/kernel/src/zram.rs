@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! zram block devices: claim an unused one, configure it, write and read pages with O_DIRECT
 //! (so every page reaches the compressor and its allocation is visible in `mm_stat` at once),
 //! and reset it.

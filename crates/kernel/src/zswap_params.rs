@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! zswap module parameters (`/sys/module/zswap/parameters/*`) and a guard that writes the
 //! original values back when dropped (also when a test panics).
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The kernel-test lock excludes a second holder, across processes as well as in-process.
 
 use uzswap_kernel::KernelLock;

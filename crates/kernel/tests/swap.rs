@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The temporary swap file and MADV_PAGEOUT helper (root, UZSWAP_KERNEL_TESTS=1).
 
 use uzswap_kernel::{swap, vmstat};

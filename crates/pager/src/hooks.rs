@@ -295,6 +295,7 @@ pub unsafe fn filter_mask(set: *const libc::sigset_t) -> Option<libc::sigset_t> 
 pub struct ExecGuard {
     _pins: Pinned,
     retired: bool,
+    paused: bool,
 }
 
 impl ExecGuard {
@@ -311,10 +312,14 @@ impl ExecGuard {
             pins.add_strv(envp);
         }
         let mut retired = false;
+        let mut paused = false;
         if let Some(p) = crate::pager() {
-            p.pause();
-            // In a vfork child (same memory, another pid) the parent's accounting stays.
+            // In a vfork child (the parent's memory, another pid) nothing of the parent's may
+            // change: a successful exec never comes back to undo it. The pins keep argv and
+            // envp in place against the parent's other threads.
             if p.pid.load(Relaxed) == sys::getpid() {
+                p.pause();
+                paused = true;
                 let _b = SigBlock::new();
                 p.retire();
                 retired = true;
@@ -323,6 +328,7 @@ impl ExecGuard {
         ExecGuard {
             _pins: pins,
             retired,
+            paused,
         }
     }
 }
@@ -335,7 +341,9 @@ impl Drop for ExecGuard {
                 let _b = SigBlock::new();
                 p.rejoin();
             }
-            p.resume();
+            if self.paused {
+                p.resume();
+            }
         }
     }
 }

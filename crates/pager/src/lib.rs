@@ -75,6 +75,7 @@ pub fn init() -> Result<&'static Pager, String> {
     seg.processes
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let p = PAGER.get_or_init(|| p);
+    p.join_tree();
     signals::install().map_err(|e| format!("installing the SIGBUS handler: errno {e}"))?;
     signals::ensure_alt_stack();
     warm_thread();

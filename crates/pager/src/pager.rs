@@ -109,7 +109,9 @@ impl Config {
     }
 }
 
-/// `key=value,...` cache settings (the `uzswap run` cache options, passed on by environment).
+/// `name=value,...` cache settings: `uzswap run`'s cache options (the flags of `uzswap replay`,
+/// without their dashes; validated by the command before the program starts, so an unknown
+/// or unsupported value here is ignored).
 pub fn apply_params(p: &mut Params, s: &str) {
     for kv in s.split(',').filter(|x| !x.is_empty()) {
         let Some((k, v)) = kv.split_once('=') else {
@@ -121,15 +123,21 @@ pub fn apply_params(p: &mut Params, s: &str) {
                     p.compressor = a
                 }
             }
-            "max_pool_percent" => p.max_pool_percent = v.parse().unwrap_or(p.max_pool_percent),
-            "accept_threshold_percent" => {
+            "max-pool-percent" => p.max_pool_percent = v.parse().unwrap_or(p.max_pool_percent),
+            "accept-threshold-percent" => {
                 p.accept_threshold_percent = v.parse().unwrap_or(p.accept_threshold_percent)
             }
-            "chain_size" => p.chain_size = v.parse().unwrap_or(p.chain_size),
+            "chain-size" => p.chain_size = v.parse().unwrap_or(p.chain_size),
             "shrinker" => p.shrinker_enabled = v == "on",
-            "proactive_shrink" => p.proactive_shrink = v == "on",
-            "reject_compress_poor" => p.reject_compress_poor = v == "reject",
-            "enabled" => p.enabled = v != "off",
+            "proactive-shrink" => p.proactive_shrink = v == "on",
+            "incompressible" => p.reject_compress_poor = v == "reject",
+            "protection" => {
+                p.warm_protection = if v == "protected-size" {
+                    uzswap_zswap::WarmProtection::ProtectedSize
+                } else {
+                    uzswap_zswap::WarmProtection::SecondChance
+                }
+            }
             _ => {}
         }
     }
@@ -180,6 +188,8 @@ pub struct Pager {
     starved_at: AtomicI64,
     /// Resident pages inherited from the fork parent not yet uncharged (not in the tree total).
     inherited: AtomicI64,
+    /// This process's slot in the segment's process table (usize::MAX: none).
+    proc_slot: AtomicUsize,
     /// `--record-trace`: the raw event log.
     rec: Option<crate::record::Recorder>,
 }
@@ -234,6 +244,7 @@ impl Pager {
             warmups: AtomicU64::new(0),
             starved_at: AtomicI64::new(-1),
             inherited: AtomicI64::new(0),
+            proc_slot: AtomicUsize::new(usize::MAX),
             rec: std::env::var("UZSWAP_TRACE_DIR")
                 .ok()
                 .and_then(|d| crate::record::Recorder::open(&d)),
@@ -693,6 +704,34 @@ impl Pager {
 
     // ------------------------------------------------------------------ budget and eviction
 
+    /// Claims this process's slot in the segment's process table.
+    pub fn join_tree(&self) {
+        let me = self.pid.load(Relaxed);
+        let slot = self.seg.claim_slot(me).unwrap_or(usize::MAX);
+        self.proc_slot.store(slot, Relaxed);
+        self.publish_charge();
+    }
+
+    /// Publishes this process's charge to its slot (for `collect_dead`).
+    fn publish_charge(&self) {
+        if let Some(p) = self.seg.procs.get(self.proc_slot.load(Relaxed)) {
+            p.charged.store(
+                self.resident.load(Relaxed) - self.inherited.load(Relaxed),
+                Relaxed,
+            );
+            p.pool.store(self.pool_published.load(Relaxed), Relaxed);
+        }
+    }
+
+    fn leave_tree(&self) {
+        let i = self.proc_slot.swap(usize::MAX, Relaxed);
+        if let Some(p) = self.seg.procs.get(i) {
+            p.charged.store(0, Relaxed);
+            p.pool.store(0, Relaxed);
+            p.pid.store(0, Relaxed);
+        }
+    }
+
     fn publish_pool(&self) {
         let p = self.zswap.pool_total_pages() as i64;
         let old = self.pool_published.swap(p, Relaxed);
@@ -754,6 +793,8 @@ impl Pager {
                         return; // a fork child's copy of a parent thread: never runs
                     }
                     self.publish_pool();
+                    self.publish_charge();
+                    self.seg.collect_dead(me);
                     // Bounded per wake-up: a tree whose memory is elsewhere is not this
                     // thread's to spin on.
                     let mut rounds = 0;
@@ -1013,6 +1054,7 @@ impl Pager {
         let p = self.pool_published.swap(0, Relaxed);
         self.seg.pool_pages.fetch_sub(p, Relaxed);
         self.seg.processes.fetch_sub(1, Relaxed);
+        self.leave_tree();
     }
 
     /// Undoes `retire`'s withdrawal (an exec that failed).
@@ -1023,6 +1065,7 @@ impl Pager {
         );
         self.seg.processes.fetch_add(1, Relaxed);
         self.publish_pool();
+        self.join_tree();
     }
 
     /// fork, prepare: hold the regions table exclusively across the fork, so no fault or
@@ -1083,6 +1126,8 @@ impl Pager {
         }
         self.inherited.store(inh, Relaxed);
         self.seg.processes.fetch_add(1, Relaxed);
+        self.proc_slot.store(usize::MAX, Relaxed);
+        self.join_tree();
         self.publish_pool();
         Ok(())
     }

@@ -27,6 +27,17 @@ pub struct CounterCell {
     value: AtomicU64,
 }
 
+/// One process of the tree: what it last published of its charge, so that a survivor can take
+/// it off the totals if the process dies without retiring (killed by a signal).
+#[repr(C)]
+pub struct ProcSlot {
+    pub pid: std::sync::atomic::AtomicI32,
+    pub charged: AtomicI64,
+    pub pool: AtomicI64,
+}
+
+pub const PROC_SLOTS: usize = 1024;
+
 #[repr(C)]
 pub struct Segment {
     pub magic: AtomicU64,
@@ -58,6 +69,7 @@ pub struct Segment {
     pub reclaim_req: AtomicU32,
     pub hist: [AtomicU64; HIST_BUCKETS],
     pub counters: [CounterCell; COUNTER_CELLS],
+    pub procs: [ProcSlot; PROC_SLOTS],
 }
 
 pub const SEGMENT_BYTES: usize = std::mem::size_of::<Segment>().div_ceil(4096) * 4096;
@@ -152,6 +164,32 @@ impl Segment {
                 seen,
                 &ts as *const libc::timespec,
             );
+        }
+    }
+
+    /// Claims a process slot for `pid` (None when all are taken: the process is then not
+    /// collected if it dies unretired).
+    pub fn claim_slot(&self, pid: i32) -> Option<usize> {
+        self.procs
+            .iter()
+            .position(|p| p.pid.compare_exchange(0, pid, Relaxed, Relaxed).is_ok())
+    }
+
+    /// Takes processes that died without retiring off the totals (their last published charge).
+    pub fn collect_dead(&self, me: i32) {
+        for p in &self.procs {
+            let pid = p.pid.load(Relaxed);
+            if pid == 0 || pid == me {
+                continue;
+            }
+            // SAFETY: signal 0 only checks that the process exists.
+            let gone = unsafe { libc::kill(pid, 0) } != 0 && crate::sys::errno() == libc::ESRCH;
+            if gone && p.pid.compare_exchange(pid, 0, Relaxed, Relaxed).is_ok() {
+                self.resident_pages
+                    .fetch_sub(p.charged.swap(0, Relaxed), Relaxed);
+                self.pool_pages.fetch_sub(p.pool.swap(0, Relaxed), Relaxed);
+                self.processes.fetch_sub(1, Relaxed);
+            }
         }
     }
 

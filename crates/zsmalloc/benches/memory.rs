@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Memory efficiency on real compressed pages: pool pages versus the ideal (sum of object
 //! sizes / 4096) for chain sizes 4, 8 and 16 and both chain rules, after storing every page,
 //! after freeing a random 50%, and after compaction. Prints a Markdown table.

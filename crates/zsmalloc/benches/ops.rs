@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Per-object cost of alloc+write, read and free on real compressed page sizes and contents,
 //! next to a reference in the same run: one `Box<[u8]>` per object (malloc + memcpy / free /
 //! slice access).

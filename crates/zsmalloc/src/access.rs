@@ -23,6 +23,21 @@ const PREFETCH_OBJECT_BYTES: usize = 256;
 /// How long `write` waits for readers of the same object before reporting `Busy`.
 const WRITE_WAIT_SPINS: u32 = 4096;
 
+/// Where an object lay when it was allocated: the cache line of its first byte (see
+/// [`Pool::alloc_write_hint`]). Four bytes cover the whole arena (2^26 frames of 4 KiB).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ObjHint(pub u32);
+
+impl ObjHint {
+    pub(crate) fn at(payload_off: usize) -> ObjHint {
+        ObjHint((payload_off >> 6) as u32)
+    }
+
+    fn offset(self) -> usize {
+        (self.0 as usize) << 6
+    }
+}
+
 /// A read guard on one object: derefs to the slot's whole payload capacity (callers slice
 /// their own length). While it lives the object cannot move, be rewritten or be freed (a
 /// `free` is deferred until the guard drops; `write` waits, then reports `Busy`).
@@ -92,6 +107,16 @@ impl Pool {
         );
     }
 
+    /// Hint: the first `len` bytes of the object that lay at `hint` when it was allocated will
+    /// be read soon. Unlike [`Pool::prefetch_object`] it reads nothing of the pool (the
+    /// handle's entry is itself a cache miss away), so the two misses can overlap; a hint made
+    /// stale by compaction or a free only brings in a useless line.
+    #[inline]
+    pub fn prefetch_hint(&self, hint: ObjHint, len: usize) {
+        self.arena
+            .prefetch(hint.offset(), len.min(PREFETCH_OBJECT_BYTES));
+    }
+
     pub(crate) fn resolve(&self, h: Handle) -> Result<(&SizeClass, &Entry), Error> {
         let pos = self.position_of_index[h.class_index() & 0xff];
         let class = self.classes.get(pos as usize).ok_or(Error::InvalidHandle)?;
@@ -99,7 +124,7 @@ impl Pool {
         Ok((class, entry))
     }
 
-    fn acquire_read(entry: &Entry, gen: u64) -> Result<(), Error> {
+    pub(crate) fn acquire_read(entry: &Entry, gen: u64) -> Result<(), Error> {
         let mut spins = 0;
         loop {
             let s = entry.state.load(Ordering::Relaxed);
@@ -124,14 +149,22 @@ impl Pool {
     }
 
     pub(crate) fn release_read(&self, class: &SizeClass, entry: &Entry, slot: u32) {
+        if let Some(gen) = Self::release_read_word(entry) {
+            self.release_slot(class, entry, slot, gen);
+        }
+    }
+
+    /// The state-word half of `release_read`: drops this reader; the last reader of an object
+    /// freed meanwhile completes the free and gets the next generation, to release the slot.
+    #[inline]
+    pub(crate) fn release_read_word(entry: &Entry) -> Option<u64> {
         let prev = entry.state.fetch_sub(1, Ordering::AcqRel);
         if prev & FREE_PENDING != 0 && prev & READERS_MASK == 1 {
-            // The last reader of an object freed meanwhile completes the free.
-            entry
-                .state
-                .store(free_state(next_gen(state_gen(prev))), Ordering::Release);
-            self.release_slot(class, entry, slot);
+            let gen = next_gen(state_gen(prev));
+            entry.state.store(free_state(gen), Ordering::Release);
+            return Some(gen);
         }
+        None
     }
 
     /// Read access without a copy: zspages are virtually contiguous, so even objects that
@@ -222,6 +255,7 @@ impl Pool {
 
 #[cfg(test)]
 mod tests {
+    use super::ObjHint;
     use crate::pool::tests_support::pool;
     use crate::{Error, Handle};
 
@@ -243,6 +277,24 @@ mod tests {
         }
         assert_eq!(&a.read(h).unwrap()[..3000], &big[..]);
         assert_eq!(a.read(g).map(|_| ()), Err(Error::InvalidHandle));
+    }
+
+    #[test]
+    fn a_hint_names_the_line_of_the_object_and_any_hint_is_harmless() {
+        let a = pool(8);
+        let data: Vec<u8> = (0..1500u32).map(|i| i as u8).collect();
+        let (h, hint) = a.alloc_write_hint(&data).unwrap();
+        let obj = a.read(h).unwrap();
+        let start = obj.as_ptr() as usize - a.arena.base_addr();
+        assert_eq!(hint, ObjHint::at(start));
+        assert_eq!(hint.offset() / 64, start / 64);
+        drop(obj);
+        for hint in [hint, ObjHint(0), ObjHint(u32::MAX)] {
+            for len in [0, 1, 256, 4096, usize::MAX] {
+                a.prefetch_hint(hint, len);
+            }
+        }
+        assert_eq!(&a.read(h).unwrap()[..data.len()], &data[..]);
     }
 
     #[test]

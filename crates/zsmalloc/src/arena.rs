@@ -1,56 +1,95 @@
+// SPDX-License-Identifier: MIT
 //! The zspage arena: real OS pages for zspages. This is the crate's only module with unsafe
 //! operations (mmap, mprotect, madvise, raw reads and writes).
 //!
 //! One large `PROT_NONE` + `MAP_NORESERVE` reservation is made at pool creation; it costs
-//! address space only. Frames (4 KiB) are handed out as virtually contiguous runs of
-//! `pages_per_zspage` frames: first from the cache of freed, still resident runs (newest
-//! first), then from a per-length list of discarded runs, then from a bump pointer whose range
-//! is made read-write by `mprotect` in chunks, and last by splitting a longer free run.
+//! address space only. It is cut into **chunks** of 2 MiB (512 frames of 4 KiB, one huge page,
+//! 2 MiB aligned), the unit in which memory comes from the OS and, when a chunk is wholly free,
+//! goes back to it. A zspage is a virtually contiguous run of `pages_per_zspage` (1..=16)
+//! frames inside one chunk.
 //!
-//! **Reuse of freed memory** (the model is jemalloc's dirty-page decay): faulting fresh
-//! anonymous memory in costs about 1.2 µs per 4 KiB page on the test VM (the kernel zeroes,
-//! charges and maps it), several times what the pool's own bookkeeping costs per zspage. So a
-//! run given back stays resident in the free-run cache, stamped with the time it was freed,
-//! and is returned to the OS (`MADV_DONTNEED`) only once it has stayed unused for
-//! [`MemoryPolicy::free_page_decay_ms`], or when the cache exceeds
-//! [`MemoryPolicy::max_cached_pages`] (then the oldest runs go, down to 3/4 of the bound, so
-//! discards come in batches). Runs discarded together are sorted and merged into contiguous
-//! ranges, one `madvise` (one TLB shootdown) per range. The checks run on slow paths only
-//! (a zspage taken or given back); [`Arena::trim`] empties the cache at once (compaction and
-//! `Pool::trim` call it). Decay 0 returns every freed run at once, as the kernel does.
+//! **Where a run comes from**, in this order:
+//! 1. a free run of that length still resident (freed earlier, kept for reuse), the lowest
+//!    address first;
+//! 2. the tail of the *open* chunk (the one being carved, front to back), if it is resident
+//!    (a huge page, or prefaulted);
+//! 3. a free run of that length given back to the OS earlier, the lowest first (then the open
+//!    chunk's tail if it was not resident: both fault, the holes keep memory packed);
+//! 4. a new open chunk: one the prefault thread has faulted in, else the lowest chunk given
+//!    back earlier, else a never used one (see the huge-page regions below);
+//! 5. when the address space is exhausted, a longer free run, split.
 //!
-//! Optionally ([`MemoryPolicy::transparent_huge_pages`]) the reservation is 2 MiB aligned and
-//! marked `MADV_HUGEPAGE`, so fresh memory comes in 2 MiB pages: one fault and one 2 MiB clear
-//! instead of 512 faults. The catch: discarding part of a huge page splits it, and RSS grows in
-//! 2 MiB steps, so it is off by default.
+//! Lowest-address-first reuse keeps the live zspages packed into the low chunks, so the high
+//! ones drain and can be returned whole: one `MADV_DONTNEED` of 2 MiB, which is almost free
+//! and splits no huge page (discarding part of a huge page splits it, and that memory then
+//! comes back in 4 KiB faults).
 //!
-//! Under Miri (no mmap) the reservation is a zeroed heap allocation and `MADV_DONTNEED` is
-//! emulated by zero-filling, so the pool's logic and its data-race freedom can be checked.
+//! **Where memory goes back** (the model is jemalloc's dirty-page decay): faulting fresh
+//! anonymous memory in costs 1.5-2 µs per 4 KiB page on the test VM, several times the pool's
+//! own bookkeeping per zspage, so a freed run stays resident and the chunk's decay clock is
+//! restarted. A chunk whose free runs stay unused for [`MemoryPolicy::free_page_decay_ms`], or
+//! the chunks freed longest ago when the resident free runs exceed
+//! [`MemoryPolicy::max_cached_pages`] (down to 3/4 of the bound, so discards come in batches),
+//! give their memory back: a wholly free chunk as a whole, a partly used one run by run
+//! (merged into contiguous ranges, one `madvise` and one TLB shootdown per range). The checks
+//! run on slow paths only (a zspage taken or given back); [`Arena::trim`] returns everything at
+//! once (compaction and `Pool::trim` call it). Decay 0 returns every freed run at once, as the
+//! kernel does.
+//!
+//! **Huge pages** ([`MemoryPolicy::transparent_huge_pages`], used only where the kernel's THP
+//! mode is not `never`): the first half of the reservation is `MADV_HUGEPAGE`, the second
+//! `MADV_NOHUGEPAGE` (see `Chunks`). A huge-page chunk's first touch faults in one 2 MiB page:
+//! 0.3-0.5 µs per 4 KiB on the test VM when the guest has recently freed memory, but 3-10 µs
+//! per 4 KiB when the hypervisor must back the page again (a VM with free page reporting gets
+//! back free 2 MiB blocks after about two seconds; 4 KiB faults are served from memory that is
+//! never reported): 1.5-2 µs per 4 KiB is what small pages cost either way. Huge pages also
+//! spare the pool's readers TLB misses. RSS then grows in 2 MiB steps: the open chunk's
+//! uncarved tail is resident but holds no zspage ([`Arena::slack_pages`]).
+//!
+//! **Prefaulting** ([`MemoryPolicy::prefault_chunks`]): a background thread per arena keeps
+//! that many huge-page chunks faulted in ahead of the open one, so a growing pool's stores do
+//! not wait for the kernel to clear and map memory, nor for the hypervisor to back it. When
+//! the pool outruns the thread, the chunk it must open at once comes from the small-page
+//! region and is faulted in 4 KiB at a time as it is carved. The cost is memory, up to
+//! `prefault_chunks` × 2 MiB resident beyond the pool's pages while it grows (returned after
+//! the decay time once it stops growing), and the thread's CPU time: the work is not saved,
+//! it runs beside the caller instead of in its path. Without prefaulting, a huge-page arena
+//! opens huge-page chunks on the allocating thread.
+//!
+//! Under Miri (no mmap) the reservation is a zeroed heap allocation, `MADV_DONTNEED` is
+//! emulated by zero-filling and there is no prefault thread, so the pool's logic and its
+//! data-race freedom can be checked.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::class::MAX_CHAIN_SIZE;
 use crate::{Error, PAGE_SIZE};
 
-/// Frames made read-write per `mprotect` growth step (4 MiB, a multiple of a 2 MiB huge page).
+/// Frames made read-write per `mprotect` growth step where the reservation cannot be
+/// read-write from the start (4 MiB, two chunks; the step doubles with the committed size).
 const GROW_FRAMES: usize = 1024;
-/// Frames per 2 MiB huge page.
-const HUGE_FRAMES: usize = 512;
+/// Frames per chunk: one 2 MiB huge page.
+pub(crate) const CHUNK_FRAMES: usize = 512;
 
-/// How a pool keeps and returns the memory of freed zspages (see the `arena` module docs).
+/// How a pool gets, keeps and returns the memory of its zspages (see the `arena` module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MemoryPolicy {
     /// Milliseconds a freed zspage's pages stay resident for reuse before they go back to the
     /// OS; 0 returns them at once (the kernel's behaviour: RSS follows
-    /// [`crate::Pool::total_pages`] exactly).
+    /// [`crate::Pool::total_pages`] up to the open chunk's uncarved tail).
     pub free_page_decay_ms: u64,
-    /// Most pages kept resident for reuse; beyond it the oldest are returned at once.
+    /// Most pages of freed zspages kept resident for reuse; beyond it the chunks freed longest
+    /// ago are returned at once.
     pub max_cached_pages: usize,
-    /// Back the pool with transparent huge pages (`MADV_HUGEPAGE`).
+    /// Back the pool with transparent huge pages (`MADV_HUGEPAGE`; ignored where THP is off).
     pub transparent_huge_pages: bool,
+    /// Chunks (2 MiB each) a background thread keeps populated ahead of a growing pool; 0: none,
+    /// a growing pool faults its memory in on the allocating thread.
+    pub prefault_chunks: usize,
 }
 
 /// Default decay: long enough to span a burst of invalidations followed by stores (swap-in
@@ -71,99 +110,183 @@ impl Default for MemoryPolicy {
             free_page_decay_ms: DEFAULT_FREE_PAGE_DECAY_MS,
             max_cached_pages: DEFAULT_MAX_CACHED_PAGES,
             transparent_huge_pages: false,
+            prefault_chunks: 0,
         }
     }
 }
 
 impl MemoryPolicy {
-    /// The kernel's behaviour: no freed page kept.
+    /// The kernel's behaviour: no freed page kept, nothing prefaulted.
     pub fn immediate() -> Self {
         MemoryPolicy {
             free_page_decay_ms: 0,
             max_cached_pages: 0,
             transparent_huge_pages: false,
+            prefault_chunks: 0,
         }
     }
 }
 
+/// Where a chunk is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChunkState {
+    /// Nothing carved, not resident: never used, or given back (then in `returned`).
+    Idle,
+    /// Nothing carved, populated (or being populated) by the prefault thread (in `prepared`).
+    Prepared,
+    /// Being carved: frames from `cursor` on were never handed out.
+    Open,
+    /// Wholly carved.
+    Carved,
+    /// Being given back (its `madvise` runs with the arena lock dropped).
+    Returning,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Chunk {
+    state: ChunkState,
+    /// Frames in runs handed out.
+    used: u16,
+    /// Frames in free runs kept resident (in `cached`).
+    cached: u16,
+    /// The whole chunk was faulted in at once (a huge page, or the prefault thread), so its
+    /// uncarved tail is resident too.
+    populated: bool,
+    /// When a run was last freed into it (ms since the arena's epoch): the decay clock of its
+    /// cached runs. For a prepared chunk, when it was prepared.
+    last_free: u64,
+}
+
+impl Chunk {
+    const IDLE: Chunk = Chunk {
+        state: ChunkState::Idle,
+        used: 0,
+        cached: 0,
+        populated: false,
+        last_free: 0,
+    };
+}
+
+/// The huge-page region (chunks below `small_base`, `MADV_HUGEPAGE`) and the small-page region
+/// (the rest, `MADV_NOHUGEPAGE`). Only the prefault thread takes new chunks from the huge
+/// region when it runs: a chunk the pool must open at once, with none prefaulted, comes from
+/// the small region and faults 4 KiB pages as they are needed (1.5-2 µs each) instead of a
+/// whole huge page up front (up to 5 ms when the hypervisor backs it). Without huge pages
+/// everything is the small region.
+struct Chunks {
+    /// Chunks `0..huge.len()` ever used.
+    huge: Vec<Chunk>,
+    /// Chunks `small_base..small_base + small.len()` ever used.
+    small: Vec<Chunk>,
+    small_base: u32,
+}
+
+/// Regions, as indices of `ArenaInner::returned`.
+const HUGE: usize = 0;
+const SMALL: usize = 1;
+
+impl Chunks {
+    fn region(&self, c: u32) -> usize {
+        if c < self.small_base {
+            HUGE
+        } else {
+            SMALL
+        }
+    }
+
+    fn get(&self, c: u32) -> Chunk {
+        let v = match self.region(c) {
+            HUGE => self.huge.get(c as usize),
+            _ => self.small.get((c - self.small_base) as usize),
+        };
+        v.copied().unwrap_or(Chunk::IDLE)
+    }
+
+    fn get_mut(&mut self, c: u32) -> &mut Chunk {
+        let (v, i) = match self.region(c) {
+            HUGE => (&mut self.huge, c as usize),
+            _ => (&mut self.small, (c - self.small_base) as usize),
+        };
+        if i >= v.len() {
+            v.resize(i + 1, Chunk::IDLE);
+        }
+        &mut v[i]
+    }
+
+    /// Every chunk ever used.
+    fn ids(&self) -> impl Iterator<Item = u32> {
+        (0..self.huge.len() as u32)
+            .chain(self.small_base..self.small_base + self.small.len() as u32)
+    }
+
+    /// The region's first chunk never used.
+    fn next_new(&self, region: usize) -> u32 {
+        match region {
+            HUGE => self.huge.len() as u32,
+            _ => self.small_base + self.small.len() as u32,
+        }
+    }
+}
+
+/// Memory to give back to the OS, decided under the arena lock and done after dropping it.
+enum Release {
+    /// A wholly free chunk: one `madvise`, then the chunk goes to `returned`.
+    Chunk(u32),
+    /// A free run of a partly used chunk: `madvise`, then it goes to `discarded`.
+    Run(u32, usize),
+}
+
 struct ArenaInner {
-    /// Frames below this index have been handed out at least once.
-    top: usize,
+    /// Chunks ever touched, per region (see [`Chunks`]).
+    chunks: Chunks,
+    /// The chunk being carved and its next uncarved frame.
+    open: Option<(u32, u32)>,
+    /// `cached[n]`: first frames of free, resident runs of `n` frames.
+    cached: Vec<BTreeSet<u32>>,
+    /// `discarded[n]`: first frames of free runs of `n` frames given back to the OS.
+    discarded: Vec<BTreeSet<u32>>,
+    /// Chunks given back whole, reusable (lowest first), per region.
+    returned: [BTreeSet<u32>; 2],
+    /// Chunks handed to the prefault thread, oldest first.
+    prepared: VecDeque<u32>,
+    /// Pages in `cached`.
+    cached_pages: usize,
     /// Frames below this index are read-write.
     committed: usize,
-    /// `free_runs[n]`: first frames of free, discarded runs of exactly `n` frames.
-    free_runs: Vec<Vec<u32>>,
-    /// `cached_runs[n]`: free runs of `n` frames still resident, with the time (ms since the
-    /// arena's creation) they were freed; oldest at the front (pushes happen in time order).
-    cached_runs: Vec<VecDeque<(u32, u64)>>,
-    /// Pages in `cached_runs`.
-    cached_pages: usize,
-    /// Earliest time a cached run expires (`u64::MAX`: none cached).
+    /// High-water mark of frames ever handed out.
+    top: usize,
+    /// Earliest time a cached run or a prepared chunk expires (`u64::MAX`: none).
     next_expiry: u64,
     policy: MemoryPolicy,
 }
 
-impl ArenaInner {
-    /// Removes the runs whose decay time has passed into `out`.
-    fn take_expired(&mut self, now: u64, out: &mut Vec<(u32, usize)>) {
-        if now < self.next_expiry {
-            return;
-        }
-        let decay = self.policy.free_page_decay_ms;
-        let mut next = u64::MAX;
-        for n in 1..=MAX_CHAIN_SIZE {
-            let q = &mut self.cached_runs[n];
-            while let Some(&(f, t)) = q.front() {
-                if t.saturating_add(decay) > now {
-                    next = next.min(t.saturating_add(decay));
-                    break;
-                }
-                q.pop_front();
-                self.cached_pages -= n;
-                out.push((f, n));
-            }
-        }
-        self.next_expiry = next;
-    }
+/// Work queue of the prefault thread.
+struct Prefault {
+    state: Mutex<PrefaultState>,
+    cv: Condvar,
+}
 
-    /// Removes the oldest runs into `out` until at most `target` pages stay cached.
-    fn take_oldest(&mut self, target: usize, out: &mut Vec<(u32, usize)>) {
-        while self.cached_pages > target {
-            let oldest = (1..=MAX_CHAIN_SIZE)
-                .filter_map(|n| self.cached_runs[n].front().map(|&(_, t)| (t, n)))
-                .min();
-            let Some((_, n)) = oldest else { break };
-            let (f, _) = self.cached_runs[n].pop_front().expect("non-empty");
-            self.cached_pages -= n;
-            out.push((f, n));
-        }
-        if self.cached_pages == 0 {
-            self.next_expiry = u64::MAX;
-        }
-    }
-
-    /// Removes every cached run into `out`.
-    fn take_all(&mut self, out: &mut Vec<(u32, usize)>) {
-        for n in 1..=MAX_CHAIN_SIZE {
-            out.extend(self.cached_runs[n].drain(..).map(|(f, _)| (f, n)));
-        }
-        self.cached_pages = 0;
-        self.next_expiry = u64::MAX;
-    }
+#[derive(Default)]
+struct PrefaultState {
+    queue: VecDeque<u32>,
+    busy: Option<u32>,
+    stop: bool,
 }
 
 /// A reservation of `frames` 4 KiB frames (see the module docs).
 pub(crate) struct Arena {
     base: *mut u8,
     frames: usize,
-    /// The mapping as made by `sys::reserve` (it starts before `base` when aligned for huge
-    /// pages).
+    /// The mapping as made by `sys::reserve` (it starts before `base`: aligned to a chunk).
     map_base: *mut u8,
     map_len: usize,
-    /// The reservation is `MADV_HUGEPAGE` (see the module docs).
-    huge: bool,
+    /// Chunks below this one are the huge-page region (see `Chunks`); 0 without huge pages.
+    small_base: u32,
     epoch: Instant,
     inner: Mutex<ArenaInner>,
+    prefault: Arc<Prefault>,
+    /// The prefault thread, started by the first chunk it is given.
+    prefault_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 // SAFETY: the arena's memory is plain bytes reached through `base`; all mutation of the
@@ -172,6 +295,179 @@ pub(crate) struct Arena {
 unsafe impl Send for Arena {}
 // SAFETY: as for Send: shared access to the bytes is governed by the callers' protocol.
 unsafe impl Sync for Arena {}
+
+impl ArenaInner {
+    fn chunk_of(frame: u32) -> u32 {
+        frame / CHUNK_FRAMES as u32
+    }
+
+    fn chunk(&mut self, c: u32) -> &mut Chunk {
+        self.chunks.get_mut(c)
+    }
+
+    /// Takes a resident free run of `n` frames, the lowest first.
+    fn take_cached(&mut self, n: usize) -> Option<u32> {
+        let f = self.cached[n].pop_first()?;
+        self.cached_pages -= n;
+        let ch = self.chunk(Self::chunk_of(f));
+        ch.cached -= n as u16;
+        ch.used += n as u16;
+        Some(f)
+    }
+
+    /// Takes a discarded free run of `n` frames, the lowest first.
+    fn take_discarded(&mut self, n: usize) -> Option<u32> {
+        let f = self.discarded[n].pop_first()?;
+        self.chunk(Self::chunk_of(f)).used += n as u16;
+        Some(f)
+    }
+
+    /// Forgets every free run of chunk `c` (resident or not): the chunk goes back whole.
+    fn forget_runs(&mut self, c: u32) {
+        let lo = c * CHUNK_FRAMES as u32;
+        let hi = lo + CHUNK_FRAMES as u32;
+        for n in 1..=MAX_CHAIN_SIZE {
+            let cached: Vec<u32> = self.cached[n].range(lo..hi).copied().collect();
+            for f in cached {
+                self.cached[n].remove(&f);
+            }
+            let discarded: Vec<u32> = self.discarded[n].range(lo..hi).copied().collect();
+            for f in discarded {
+                self.discarded[n].remove(&f);
+            }
+        }
+        let cached = std::mem::take(&mut self.chunk(c).cached);
+        self.cached_pages -= cached as usize;
+    }
+
+    /// Gives back what chunk `c` holds free: the whole chunk if nothing in it is used (and it
+    /// is not the open chunk), else its cached runs, the highest first, until `budget` pages
+    /// went. Returns the cached pages released.
+    fn release_chunk(&mut self, c: u32, budget: usize, out: &mut Vec<Release>) -> usize {
+        let ch = *self.chunk(c);
+        let pages = ch.cached as usize;
+        let is_open = self.open.is_some_and(|(o, _)| o == c);
+        if ch.used == 0 && ch.state == ChunkState::Carved && !is_open {
+            self.forget_runs(c);
+            self.chunk(c).state = ChunkState::Returning;
+            out.push(Release::Chunk(c));
+            return pages;
+        }
+        let lo = c * CHUNK_FRAMES as u32;
+        let hi = lo + CHUNK_FRAMES as u32;
+        let mut runs: Vec<(u32, usize)> = (1..=MAX_CHAIN_SIZE)
+            .flat_map(|n| self.cached[n].range(lo..hi).map(move |&f| (f, n)))
+            .collect();
+        runs.sort_unstable();
+        let mut released = 0;
+        while released < budget {
+            let Some((f, n)) = runs.pop() else { break };
+            self.cached[n].remove(&f);
+            released += n;
+            out.push(Release::Run(f, n));
+        }
+        self.cached_pages -= released;
+        self.chunk(c).cached -= released as u16;
+        released
+    }
+
+    /// Releases the chunks whose decay time has passed into `out`.
+    fn take_expired(&mut self, now: u64, prefault: &Prefault, out: &mut Vec<Release>) {
+        if now < self.next_expiry {
+            return;
+        }
+        let decay = self.policy.free_page_decay_ms;
+        let mut next = u64::MAX;
+        let ids: Vec<u32> = self.chunks.ids().collect();
+        for c in ids {
+            let ch = self.chunks.get(c);
+            if ch.cached == 0 {
+                continue;
+            }
+            let expiry = ch.last_free.saturating_add(decay);
+            if expiry <= now {
+                self.release_chunk(c, usize::MAX, out);
+            } else {
+                next = next.min(expiry);
+            }
+        }
+        // Chunks prefaulted for a pool that stopped growing.
+        let mut keep = VecDeque::new();
+        while let Some(c) = self.prepared.pop_front() {
+            let expiry = self.chunks.get(c).last_free.saturating_add(decay);
+            if expiry <= now && self.unprepare(c, prefault, out) {
+                continue;
+            }
+            next = next.min(expiry.max(now + 1));
+            keep.push_back(c);
+        }
+        self.prepared = keep;
+        self.next_expiry = next;
+    }
+
+    /// Takes prepared chunk `c` back from the prefault thread to give it back; false if the
+    /// thread is populating it right now (try again later).
+    fn unprepare(&mut self, c: u32, prefault: &Prefault, out: &mut Vec<Release>) -> bool {
+        let mut st = prefault.state.lock();
+        if st.busy == Some(c) {
+            return false;
+        }
+        let queued = st.queue.iter().position(|&q| q == c);
+        if let Some(i) = queued {
+            st.queue.remove(i);
+        }
+        drop(st);
+        let ch = self.chunk(c);
+        if queued.is_some() {
+            // Never populated: nothing to give back.
+            ch.state = ChunkState::Idle;
+            let r = self.chunks.region(c);
+            self.returned[r].insert(c);
+        } else {
+            ch.state = ChunkState::Returning;
+            out.push(Release::Chunk(c));
+        }
+        true
+    }
+
+    /// Releases the chunks freed longest ago into `out` until at most `target` pages stay
+    /// cached; among chunks freed at the same time, the least used first (a wholly free one
+    /// goes back whole and splits no huge page).
+    fn take_oldest(&mut self, target: usize, out: &mut Vec<Release>) {
+        if self.cached_pages > target {
+            let mut order: Vec<(u64, u16, u32)> = self
+                .chunks
+                .ids()
+                .map(|c| (c, self.chunks.get(c)))
+                .filter(|(_, ch)| ch.cached > 0)
+                .map(|(c, ch)| (ch.last_free, ch.used, c))
+                .collect();
+            order.sort_unstable();
+            for (_, _, c) in order {
+                if self.cached_pages <= target {
+                    break;
+                }
+                let budget = self.cached_pages - target;
+                self.release_chunk(c, budget, out);
+            }
+        }
+        if self.cached_pages == 0 && self.prepared.is_empty() {
+            self.next_expiry = u64::MAX;
+        }
+    }
+
+    /// Releases every cached run into `out`; returns the cached pages released.
+    fn take_all(&mut self, out: &mut Vec<Release>) -> usize {
+        let mut pages = 0;
+        let ids: Vec<u32> = self.chunks.ids().collect();
+        for c in ids {
+            if self.chunks.get(c).cached > 0 {
+                pages += self.release_chunk(c, usize::MAX, out);
+            }
+        }
+        pages
+    }
+}
 
 impl Arena {
     /// Reserves `frames` frames of address space (no memory is committed yet).
@@ -183,37 +479,67 @@ impl Arena {
     /// Reserves `frames` frames of address space, managed by `policy`.
     pub(crate) fn with_policy(frames: usize, policy: MemoryPolicy) -> Result<Arena, Error> {
         assert!(frames > 0 && frames <= u32::MAX as usize);
-        let huge = policy.transparent_huge_pages && !cfg!(miri);
-        let slack = if huge { HUGE_FRAMES * PAGE_SIZE } else { 0 };
-        let map_len = frames * PAGE_SIZE + slack;
-        let map_base = sys::reserve(map_len)?;
-        let base = if huge {
-            let align = HUGE_FRAMES * PAGE_SIZE;
-            let pad = (align - (map_base as usize) % align) % align;
-            // SAFETY: pad < align = slack, so base..base+frames*PAGE_SIZE stays in the mapping.
-            let b = unsafe { map_base.add(pad) };
-            // SAFETY: the range is our own reservation.
-            unsafe { sys::advise_huge(b, frames * PAGE_SIZE) };
-            b
+        let huge = policy.transparent_huge_pages && sys::thp_available();
+        // Chunk-aligned, so that a chunk can be one huge page.
+        let slack = if cfg!(miri) {
+            0
         } else {
-            map_base
+            CHUNK_FRAMES * PAGE_SIZE
         };
+        let map_len = frames * PAGE_SIZE + slack;
+        // Read-write from the start unless the kernel would charge the whole reservation
+        // (strict overcommit ignores MAP_NORESERVE): then it is made read-write chunk by chunk.
+        // An `mprotect` takes the address space's lock for writing, which waits for every
+        // fault in progress, among them the prefault thread's (milliseconds when the
+        // hypervisor backs a huge page).
+        let writable = sys::overcommit_allowed();
+        let map_base = sys::reserve(map_len, writable)?;
+        let pad = match slack {
+            0 => 0,
+            align => (align - (map_base as usize) % align) % align,
+        };
+        // SAFETY: pad < slack, so base..base+frames*PAGE_SIZE stays in the mapping.
+        let base = unsafe { map_base.add(pad) };
+        let chunk_count = frames.div_ceil(CHUNK_FRAMES) as u32;
+        // The first half of the chunks is the huge-page region (see `Chunks`).
+        let small_base = if huge { chunk_count.div_ceil(2) } else { 0 };
+        if huge {
+            let split = (small_base as usize * CHUNK_FRAMES).min(frames) * PAGE_SIZE;
+            // SAFETY: both ranges are inside our own reservation.
+            unsafe {
+                sys::advise(base, split, true);
+                sys::advise(base.add(split), frames * PAGE_SIZE - split, false);
+            }
+        }
         Ok(Arena {
             base,
             frames,
             map_base,
             map_len,
-            huge,
+            small_base,
             epoch: Instant::now(),
             inner: Mutex::new(ArenaInner {
-                top: 0,
-                committed: 0,
-                free_runs: vec![Vec::new(); MAX_CHAIN_SIZE + 1],
-                cached_runs: vec![VecDeque::new(); MAX_CHAIN_SIZE + 1],
+                chunks: Chunks {
+                    huge: Vec::new(),
+                    small: Vec::new(),
+                    small_base,
+                },
+                open: None,
+                cached: vec![BTreeSet::new(); MAX_CHAIN_SIZE + 1],
+                discarded: vec![BTreeSet::new(); MAX_CHAIN_SIZE + 1],
+                returned: [BTreeSet::new(), BTreeSet::new()],
+                prepared: VecDeque::new(),
                 cached_pages: 0,
+                committed: if writable { frames } else { 0 },
+                top: 0,
                 next_expiry: u64::MAX,
                 policy,
             }),
+            prefault: Arc::new(Prefault {
+                state: Mutex::new(PrefaultState::default()),
+                cv: Condvar::new(),
+            }),
+            prefault_thread: Mutex::new(None),
         })
     }
 
@@ -222,24 +548,36 @@ impl Arena {
         self.inner.lock().policy
     }
 
-    /// Changes the policy (huge pages only affect memory not yet faulted in); applies the
-    /// new decay and bound at once. Returns the pages this returned to the OS.
+    /// Changes the policy (huge pages only as chosen at creation); applies the new decay,
+    /// bound and prefault depth at once. Returns the cached pages this returned to the OS.
     pub(crate) fn set_policy(&self, policy: MemoryPolicy) -> usize {
         let mut out = Vec::new();
-        {
+        let released = {
             let mut g = self.inner.lock();
+            let before = g.cached_pages;
             let old = g.policy;
-            g.policy = policy;
+            g.policy = MemoryPolicy {
+                transparent_huge_pages: old.transparent_huge_pages,
+                ..policy
+            };
             if old.free_page_decay_ms != policy.free_page_decay_ms {
                 // Re-derive the next expiry under the new decay.
                 g.next_expiry = 0;
             }
             let now = self.now_ms();
-            g.take_expired(now, &mut out);
-            let bound = policy.max_cached_pages;
-            g.take_oldest(bound, &mut out);
-        }
-        self.discard_batch(out)
+            g.take_expired(now, &self.prefault, &mut out);
+            g.take_oldest(policy.max_cached_pages, &mut out);
+            while g.prepared.len() > policy.prefault_chunks {
+                let c = g.prepared.pop_back().expect("non-empty");
+                if !g.unprepare(c, &self.prefault, &mut out) {
+                    g.prepared.push_back(c);
+                    break;
+                }
+            }
+            before - g.cached_pages
+        };
+        self.release(out);
+        released
     }
 
     fn now_ms(&self) -> u64 {
@@ -251,52 +589,243 @@ impl Arena {
         self.frames
     }
 
-    /// Takes a run of `n` (1..=16) contiguous frames; returns its first frame. A run that is
-    /// not resident is prefaulted in one `MADV_POPULATE_WRITE` call (the zspage's free list
-    /// touches every page at once anyway), which saves the per-fault entry and exit (about
-    /// 10 % of a fault on the test VM: most of the cost is the kernel's page clearing).
+    fn chunk_len(&self, c: u32) -> usize {
+        CHUNK_FRAMES.min(self.frames - c as usize * CHUNK_FRAMES)
+    }
+
+    fn chunk_count(&self) -> u32 {
+        self.frames.div_ceil(CHUNK_FRAMES) as u32
+    }
+
+    /// Makes frames below `end` read-write.
+    fn commit_to(&self, g: &mut ArenaInner, end: usize) -> bool {
+        if end <= g.committed {
+            return true;
+        }
+        let new_committed = end
+            .max(g.committed + GROW_FRAMES.max(g.committed))
+            .min(self.frames);
+        let start = g.committed * PAGE_SIZE;
+        let len = (new_committed - g.committed) * PAGE_SIZE;
+        // SAFETY: [start, start+len) lies inside the reservation (new_committed <= frames).
+        if unsafe { sys::commit(self.base, start, len) }.is_err() {
+            return false;
+        }
+        g.committed = new_committed;
+        true
+    }
+
+    /// The next chunk to open or prepare, from `region` if it has one (else the other): the
+    /// lowest given back, else a never used one.
+    fn fresh_chunk(&self, g: &mut ArenaInner, region: usize) -> Option<u32> {
+        for r in [region, 1 - region] {
+            let end = match r {
+                HUGE => g.chunks.small_base,
+                _ => self.chunk_count(),
+            };
+            let c = match g.returned[r].pop_first() {
+                Some(c) => c,
+                None => {
+                    let c = g.chunks.next_new(r);
+                    if c >= end {
+                        continue;
+                    }
+                    c
+                }
+            };
+            let last = c as usize * CHUNK_FRAMES + self.chunk_len(c);
+            if !self.commit_to(g, last) {
+                g.returned[r].insert(c);
+                return None;
+            }
+            *g.chunk(c) = Chunk::IDLE;
+            return Some(c);
+        }
+        None
+    }
+
+    /// Whether chunk `c`'s frames not yet handed out are resident: faulted in as a whole.
+    fn tail_resident(g: &ArenaInner, c: u32) -> bool {
+        g.chunks.get(c).populated || g.chunks.region(c) == HUGE
+    }
+
+    /// Opens a new chunk for carving (the previous open one's tail, too short for the run
+    /// asked for, becomes a free run). Returns false if the address space is exhausted.
+    fn open_chunk(&self, g: &mut ArenaInner) -> bool {
+        // The first prepared chunk the prefault thread is not working on: done, or not
+        // started (then taken back and faulted in here, outside the class lock).
+        let mut st = self.prefault.state.lock();
+        let pick = g.prepared.iter().position(|&c| st.busy != Some(c));
+        let next = match pick {
+            Some(i) => {
+                let c = g.prepared.remove(i).expect("in range");
+                let queued = st.queue.iter().position(|&q| q == c);
+                if let Some(q) = queued {
+                    st.queue.remove(q);
+                }
+                drop(st);
+                g.chunk(c).populated = queued.is_none();
+                Some(c)
+            }
+            None => {
+                drop(st);
+                // Nothing prefaulted: a small-page chunk, faulted in as it is carved, unless
+                // this pool has no prefault thread to give it huge pages.
+                let region = if g.policy.prefault_chunks == 0 {
+                    HUGE
+                } else {
+                    SMALL
+                };
+                self.fresh_chunk(g, region)
+            }
+        };
+        let Some(c) = next else { return false };
+        if let Some((o, cursor)) = g.open.take() {
+            let end = o * CHUNK_FRAMES as u32 + self.chunk_len(o) as u32;
+            let tail = (end - cursor) as usize;
+            let now = self.now_ms();
+            let resident = Self::tail_resident(g, o);
+            let ch = g.chunk(o);
+            ch.state = ChunkState::Carved;
+            if tail > 0 {
+                if resident {
+                    ch.cached += tail as u16;
+                    ch.last_free = now;
+                    g.cached[tail].insert(cursor);
+                    g.cached_pages += tail;
+                    g.next_expiry = g
+                        .next_expiry
+                        .min(now.saturating_add(g.policy.free_page_decay_ms));
+                } else {
+                    g.discarded[tail].insert(cursor);
+                }
+            }
+        }
+        let ch = g.chunk(c);
+        ch.state = ChunkState::Open;
+        g.open = Some((c, c * CHUNK_FRAMES as u32));
+        true
+    }
+
+    /// Carves `n` frames from the open chunk, if it has them.
+    fn carve(&self, g: &mut ArenaInner, n: usize) -> Option<(u32, bool)> {
+        let (c, cursor) = g.open?;
+        let end = c * CHUNK_FRAMES as u32 + self.chunk_len(c) as u32;
+        if (end - cursor) as usize >= n {
+            g.open = Some((c, cursor + n as u32));
+            g.chunk(c).used += n as u16;
+            let resident = g.chunks.get(c).populated;
+            g.top = g.top.max((cursor as usize) + n);
+            Some((cursor, resident))
+        } else {
+            None
+        }
+    }
+
+    /// Keeps `prefault_chunks` chunks queued for (or done by) the prefault thread.
+    fn top_up_prefault(&self, g: &mut ArenaInner) {
+        if cfg!(miri) {
+            return;
+        }
+        let want = g.policy.prefault_chunks;
+        let mut added = false;
+        while g.prepared.len() < want {
+            let Some(c) = self.fresh_chunk(g, HUGE) else {
+                break;
+            };
+            let now = self.now_ms();
+            let ch = g.chunk(c);
+            ch.state = ChunkState::Prepared;
+            ch.populated = true;
+            ch.last_free = now;
+            g.prepared.push_back(c);
+            g.next_expiry = g
+                .next_expiry
+                .min(now.saturating_add(g.policy.free_page_decay_ms));
+            self.prefault.state.lock().queue.push_back(c);
+            added = true;
+        }
+        if added {
+            self.prefault.cv.notify_one();
+            let mut t = self.prefault_thread.lock();
+            if t.is_none() {
+                let pf = self.prefault.clone();
+                let base = self.base as usize;
+                let frames = self.frames;
+                *t = std::thread::Builder::new()
+                    .name("zsmalloc-prefault".into())
+                    .spawn(move || prefault_loop(&pf, base, frames))
+                    .ok();
+            }
+        }
+    }
+
+    /// Takes a run of `n` (1..=16) contiguous frames; returns its first frame (see the module
+    /// docs for the order). Memory that may not be resident is faulted in here, with no class
+    /// lock held: faulting while building the zspage would hold the class lock for the clear.
     pub(crate) fn alloc_run(&self, n: usize) -> Option<u32> {
-        let mut expired = Vec::new();
-        let first = {
+        debug_assert!((1..=MAX_CHAIN_SIZE).contains(&n));
+        let mut out = Vec::new();
+        let got = {
             let mut g = self.inner.lock();
             let now = self.now_ms();
-            g.take_expired(now, &mut expired);
-            if let Some((f, _)) = g.cached_runs[n].pop_back() {
-                g.cached_pages -= n;
-                if g.cached_pages == 0 {
-                    g.next_expiry = u64::MAX;
-                }
-                drop(g);
-                self.discard_batch(expired);
-                return Some(f);
+            g.take_expired(now, &self.prefault, &mut out);
+            let mut got = g.take_cached(n).map(|f| (f, true));
+            // The open chunk's tail before the holes given back, if it is resident; else the
+            // holes first (both fault, and the holes keep memory packed).
+            let tail_resident = g.open.is_some_and(|(c, _)| Self::tail_resident(&g, c));
+            if got.is_none() && tail_resident {
+                got = self.carve(&mut g, n);
             }
-            self.take_cold_run(&mut g, n)
+            if got.is_none() {
+                got = g.take_discarded(n).map(|f| (f, false));
+            }
+            if got.is_none() && !tail_resident {
+                got = self.carve(&mut g, n);
+            }
+            if got.is_none() && self.open_chunk(&mut g) {
+                got = self.carve(&mut g, n);
+                self.top_up_prefault(&mut g);
+            }
+            got
         };
-        self.discard_batch(expired);
-        let first = match first {
-            Some(f) => f,
+        self.release(out);
+        let (first, resident) = match got {
+            Some(x) => x,
             None => {
-                // Address space exhausted: split a longer free run (discarding the cached
-                // ones first so they can be split too).
+                // Address space exhausted: give the cached runs back (wholly free chunks become
+                // reusable whole), then take a discarded run, a chunk, or split a longer run.
                 self.trim();
                 let mut g = self.inner.lock();
-                let mut found = None;
-                for m in n + 1..=MAX_CHAIN_SIZE {
-                    if let Some(f) = g.free_runs[m].pop() {
-                        g.free_runs[m - n].push(f + n as u32);
-                        found = Some(f);
-                        break;
+                let mut found = g.take_discarded(n);
+                if found.is_none() && self.open_chunk(&mut g) {
+                    found = self.carve(&mut g, n).map(|(f, _)| f);
+                }
+                if found.is_none() {
+                    for m in n + 1..=MAX_CHAIN_SIZE {
+                        if let Some(f) = g.discarded[m].pop_first() {
+                            g.discarded[m - n].insert(f + n as u32);
+                            g.chunk(ArenaInner::chunk_of(f)).used += n as u16;
+                            found = Some(f);
+                            break;
+                        }
                     }
                 }
-                found?
+                (found?, false)
             }
         };
-        let start = first as usize * PAGE_SIZE;
-        if self.huge {
+        if !resident {
+            self.fault_in(first as usize, n);
+        }
+        Some(first)
+    }
+
+    /// Faults in frames `[first, first + n)`.
+    fn fault_in(&self, first: usize, n: usize) {
+        let start = first * PAGE_SIZE;
+        if first / CHUNK_FRAMES < self.small_base as usize {
             // The first write faults in the whole 2 MiB page, which covers the next runs too
-            // (a populate syscall per run would be wasted). Touch the frames here, with no
-            // class lock held: faulting while building the zspage would hold the class lock
-            // for the 2 MiB clear.
+            // (a populate syscall per run would be wasted).
             for k in 0..n {
                 // SAFETY: the frame is committed, inside the reservation, and ours alone; its
                 // contents are unspecified until the zspage is built, so writing a zero byte
@@ -304,35 +833,11 @@ impl Arena {
                 unsafe { std::ptr::write_volatile(self.base.add(start + k * PAGE_SIZE), 0) };
             }
         } else {
+            // One MADV_POPULATE_WRITE for the run saves the per-fault entry and exit (about
+            // 10 % of a fault on the test VM).
             // SAFETY: the run is committed memory inside the reservation and now ours alone.
             unsafe { sys::populate(self.base, start, n * PAGE_SIZE) };
         }
-        Some(first)
-    }
-
-    /// A discarded free run of `n` frames, or fresh frames from the bump pointer.
-    fn take_cold_run(&self, g: &mut ArenaInner, n: usize) -> Option<u32> {
-        debug_assert!((1..=MAX_CHAIN_SIZE).contains(&n));
-        if let Some(f) = g.free_runs[n].pop() {
-            return Some(f);
-        }
-        if g.top + n > self.frames {
-            return None;
-        }
-        let first = g.top;
-        if first + n > g.committed {
-            let new_committed = (first + n).max(g.committed + GROW_FRAMES).min(self.frames);
-            let start = g.committed * PAGE_SIZE;
-            let len = (new_committed - g.committed) * PAGE_SIZE;
-            // SAFETY: [start, start+len) lies inside the reservation made in `new`
-            // (new_committed <= self.frames).
-            if unsafe { sys::commit(self.base, start, len) }.is_err() {
-                return None;
-            }
-            g.committed = new_committed;
-        }
-        g.top += n;
-        Some(first as u32)
     }
 
     /// Gives a run back: into the free-run cache (see the module docs), or straight back to
@@ -342,16 +847,28 @@ impl Arena {
         {
             let mut g = self.inner.lock();
             debug_assert!(first as usize + n <= g.top);
+            let c = ArenaInner::chunk_of(first);
             let policy = g.policy;
+            let now = self.now_ms();
+            let ch = g.chunk(c);
+            ch.used -= n as u16;
             if policy.free_page_decay_ms == 0 || policy.max_cached_pages < n {
-                out.push((first, n));
+                if ch.used == 0 && ch.state == ChunkState::Carved && ch.cached == 0 {
+                    // Nothing left in it: give the chunk back whole.
+                    g.forget_runs(c);
+                    g.chunk(c).state = ChunkState::Returning;
+                    out.push(Release::Chunk(c));
+                } else {
+                    out.push(Release::Run(first, n));
+                }
             } else {
-                let now = self.now_ms();
-                g.cached_runs[n].push_back((first, now));
+                ch.cached += n as u16;
+                ch.last_free = now;
+                g.cached[n].insert(first);
                 g.cached_pages += n;
                 let expiry = now.saturating_add(policy.free_page_decay_ms);
                 g.next_expiry = g.next_expiry.min(expiry);
-                g.take_expired(now, &mut out);
+                g.take_expired(now, &self.prefault, &mut out);
                 if g.cached_pages > policy.max_cached_pages {
                     // Hysteresis: drop to 3/4 of the bound so the next discards batch up.
                     let target = policy.max_cached_pages - policy.max_cached_pages / 4;
@@ -359,68 +876,113 @@ impl Arena {
                 }
             }
         }
-        self.discard_batch(out);
+        self.release(out);
     }
 
-    /// Returns `runs` (taken out of the cache, so owned by the caller) to the OS, merging
-    /// contiguous ones into one `madvise`, then lists them as discarded. Returns their pages.
-    fn discard_batch(&self, mut runs: Vec<(u32, usize)>) -> usize {
-        if runs.is_empty() {
-            return 0;
+    /// Gives `out` (taken out of every list under the lock, so owned by the caller) back to the
+    /// OS, merging contiguous ranges into one `madvise`, then lists it as reusable.
+    fn release(&self, out: Vec<Release>) {
+        if out.is_empty() {
+            return;
         }
-        runs.sort_unstable_by_key(|r| r.0);
-        let mut pages = 0;
+        let mut ranges: Vec<(usize, usize)> = out
+            .iter()
+            .map(|r| match *r {
+                Release::Chunk(c) => (c as usize * CHUNK_FRAMES, self.chunk_len(c)),
+                Release::Run(f, n) => (f as usize, n),
+            })
+            .collect();
+        ranges.sort_unstable();
         let mut i = 0;
-        while i < runs.len() {
-            let start = runs[i].0 as usize;
-            let mut end = start + runs[i].1;
+        while i < ranges.len() {
+            let start = ranges[i].0;
+            let mut end = start + ranges[i].1;
             let mut j = i + 1;
-            while j < runs.len() && runs[j].0 as usize == end {
-                end += runs[j].1;
+            while j < ranges.len() && ranges[j].0 == end {
+                end += ranges[j].1;
                 j += 1;
             }
-            self.discard_range(start, end - start);
-            pages += end - start;
+            // SAFETY: the frames were handed out by `alloc_run` or prepared, so they are
+            // committed memory inside the reservation, and we own them exclusively (they are
+            // in no list, and no reader can hold a reference into a freed zspage: its objects
+            // were all freed).
+            unsafe { sys::discard(self.base, start * PAGE_SIZE, (end - start) * PAGE_SIZE) };
             i = j;
         }
         let mut g = self.inner.lock();
-        for (f, n) in runs {
-            g.free_runs[n].push(f);
+        for r in out {
+            match r {
+                Release::Chunk(c) => {
+                    *g.chunk(c) = Chunk::IDLE;
+                    let r = g.chunks.region(c);
+                    g.returned[r].insert(c);
+                }
+                Release::Run(f, n) => {
+                    g.discarded[n].insert(f);
+                }
+            }
         }
+    }
+
+    /// Returns the cached pages whose decay time has passed to the OS; returns how many.
+    pub(crate) fn purge_expired(&self) -> usize {
+        let mut out = Vec::new();
+        let released = {
+            let mut g = self.inner.lock();
+            let before = g.cached_pages;
+            let now = self.now_ms();
+            g.take_expired(now, &self.prefault, &mut out);
+            before - g.cached_pages
+        };
+        self.release(out);
+        released
+    }
+
+    /// Returns every cached page to the OS (and the prefaulted chunks); returns how many
+    /// cached pages that was.
+    pub(crate) fn trim(&self) -> usize {
+        let mut out = Vec::new();
+        let pages = {
+            let mut g = self.inner.lock();
+            let pages = g.take_all(&mut out);
+            let mut keep = VecDeque::new();
+            while let Some(c) = g.prepared.pop_front() {
+                if !g.unprepare(c, &self.prefault, &mut out) {
+                    keep.push_back(c);
+                }
+            }
+            g.prepared = keep;
+            if g.prepared.is_empty() {
+                g.next_expiry = u64::MAX;
+            }
+            pages
+        };
+        self.release(out);
         pages
     }
 
-    fn discard_range(&self, first: usize, n: usize) {
-        // SAFETY: the frames were handed out by `alloc_run`, so they are committed memory
-        // inside the reservation, and the caller owns them exclusively (they are in no list,
-        // and no reader can hold a reference into a freed zspage: its objects were all freed).
-        unsafe { sys::discard(self.base, first * PAGE_SIZE, n * PAGE_SIZE) };
-    }
-
-    /// Returns the pages whose decay time has passed to the OS; returns how many.
-    pub(crate) fn purge_expired(&self) -> usize {
-        let mut out = Vec::new();
-        {
-            let mut g = self.inner.lock();
-            let now = self.now_ms();
-            g.take_expired(now, &mut out);
-        }
-        self.discard_batch(out)
-    }
-
-    /// Returns every cached page to the OS; returns how many pages that was.
-    pub(crate) fn trim(&self) -> usize {
-        let mut out = Vec::new();
-        self.inner.lock().take_all(&mut out);
-        self.discard_batch(out)
-    }
-
-    /// Pages held resident by the free-run cache.
+    /// Pages held resident by the free-run cache (freed zspages kept for reuse).
     pub(crate) fn cached_pages(&self) -> usize {
         self.inner.lock().cached_pages
     }
 
-    /// Frames ever handed out (the high-water mark of the bump pointer).
+    /// Resident pages holding no zspage beyond the cached ones: the open chunk's uncarved tail
+    /// when the chunk was faulted in whole (a huge page), and the prefaulted chunks. The
+    /// pool's RSS is about `total_pages + cached_pages + slack_pages`.
+    #[allow(dead_code)] // exposed by the pool once its module split lands
+    pub(crate) fn slack_pages(&self) -> usize {
+        let g = self.inner.lock();
+        let open = g.open.map_or(0, |(c, cursor)| {
+            if Self::tail_resident(&g, c) {
+                c as usize * CHUNK_FRAMES + self.chunk_len(c) - cursor as usize
+            } else {
+                0
+            }
+        });
+        open + g.prepared.iter().map(|&c| self.chunk_len(c)).sum::<usize>()
+    }
+
+    /// Frames ever handed out (the high-water mark).
     pub(crate) fn top_frames(&self) -> usize {
         self.inner.lock().top
     }
@@ -438,6 +1000,12 @@ impl Arena {
             prefetch_line(self.base.wrapping_add(off + line));
             line += 64;
         }
+    }
+
+    /// The address of frame 0 (tests compare object addresses with offsets).
+    #[cfg(test)]
+    pub(crate) fn base_addr(&self) -> usize {
+        self.base as usize
     }
 
     /// Borrows `len` bytes at byte offset `off`.
@@ -498,10 +1066,48 @@ impl Arena {
     }
 }
 
+/// The prefault thread: faults in the queued chunks one at a time, with no lock held while it
+/// does. It writes one byte per page, so it must only ever touch chunks no zspage uses: the
+/// arena never hands out the chunk it is busy with (`open_chunk`), waits for it before giving
+/// it back (`unprepare`) and joins the thread before unmapping. Plain faults, unlike
+/// `MADV_POPULATE_WRITE`, do not hold the address space's lock: a fault that waits for the
+/// hypervisor does not stall the pool's users' `mmap`s and `mprotect`s (malloc's).
+fn prefault_loop(pf: &Prefault, base: usize, frames: usize) {
+    loop {
+        let c = {
+            let mut st = pf.state.lock();
+            st.busy = None;
+            loop {
+                if st.stop {
+                    return;
+                }
+                if let Some(c) = st.queue.pop_front() {
+                    st.busy = Some(c);
+                    break c;
+                }
+                pf.cv.wait(&mut st);
+            }
+        };
+        let start = c as usize * CHUNK_FRAMES;
+        let len = CHUNK_FRAMES.min(frames - start);
+        for k in start..start + len {
+            // SAFETY: the frame is committed memory inside the reservation (committed before
+            // the chunk was queued) that no zspage uses while the chunk is this thread's (see
+            // above); its contents are unspecified until a run of it is handed out.
+            unsafe { std::ptr::write_volatile((base as *mut u8).add(k * PAGE_SIZE), 0) };
+        }
+    }
+}
+
 impl Drop for Arena {
     fn drop(&mut self) {
-        // SAFETY: `base` came from `sys::reserve` with this length, and `&mut self` proves no
-        // borrow of the arena's bytes is alive.
+        self.prefault.state.lock().stop = true;
+        self.prefault.cv.notify_all();
+        if let Some(t) = self.prefault_thread.get_mut().take() {
+            let _ = t.join();
+        }
+        // SAFETY: `map_base` came from `sys::reserve` with this length, and `&mut self` proves
+        // no borrow of the arena's bytes is alive (and the prefault thread is gone).
         unsafe { sys::release(self.map_base, self.map_len) }
     }
 }
@@ -510,24 +1116,41 @@ impl Drop for Arena {
 mod sys {
     use crate::Error;
 
+    /// Transparent huge pages can back a `MADV_HUGEPAGE` range: the kernel's THP mode is
+    /// `always` or `madvise` (not `never`, and the kernel has THP at all).
+    pub(super) fn thp_available() -> bool {
+        std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
+            .is_ok_and(|s| s.contains("[always]") || s.contains("[madvise]"))
+    }
+
     fn errno() -> i32 {
         std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
     }
 
-    pub(super) fn reserve(len: usize) -> Result<*mut u8, Error> {
+    /// MAP_NORESERVE is honoured: the kernel's overcommit mode is not 2 (strict).
+    pub(super) fn overcommit_allowed() -> bool {
+        std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|s| s.trim() != "2")
+    }
+
+    pub(super) fn reserve(len: usize, writable: bool) -> Result<*mut u8, Error> {
         // SAFETY: sysconf has no memory-safety preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         if page != crate::PAGE_SIZE as libc::c_long {
             // Frames are 4 KiB; madvise/mprotect need them to be whole OS pages.
             return Err(Error::ArenaInit(libc::EINVAL));
         }
-        // SAFETY: an anonymous PROT_NONE mapping at a kernel-chosen address cannot alias any
-        // Rust-managed memory.
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_NONE
+        };
+        // SAFETY: an anonymous mapping at a kernel-chosen address cannot alias any Rust-managed
+        // memory.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_NONE,
+                prot,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
@@ -566,11 +1189,21 @@ mod sys {
         debug_assert_eq!(r, 0, "madvise(MADV_DONTNEED) failed");
     }
 
+    /// Marks the range for huge pages or against them.
+    ///
     /// # Safety
     /// The range must be inside a reservation of ours.
-    pub(super) unsafe fn advise_huge(base: *mut u8, len: usize) {
+    pub(super) unsafe fn advise(base: *mut u8, len: usize, huge: bool) {
+        if len == 0 {
+            return;
+        }
+        let advice = if huge {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
         // SAFETY: only sets a flag on our own mapping; failure (THP disabled) is harmless.
-        let _ = unsafe { libc::madvise(base.cast(), len, libc::MADV_HUGEPAGE) };
+        let _ = unsafe { libc::madvise(base.cast(), len, advice) };
     }
 
     /// # Safety
@@ -596,11 +1229,21 @@ mod sys {
 
     use crate::{Error, PAGE_SIZE};
 
+    /// The heap stand-in has no huge pages.
+    pub(super) fn thp_available() -> bool {
+        false
+    }
+
     fn layout(len: usize) -> Layout {
         Layout::from_size_align(len, PAGE_SIZE).expect("arena layout")
     }
 
-    pub(super) fn reserve(len: usize) -> Result<*mut u8, Error> {
+    /// The heap stand-in is always read-write.
+    pub(super) fn overcommit_allowed() -> bool {
+        true
+    }
+
+    pub(super) fn reserve(len: usize, _writable: bool) -> Result<*mut u8, Error> {
         // SAFETY: the layout has non-zero size (frames > 0).
         let p = unsafe { alloc_zeroed(layout(len)) };
         if p.is_null() {
@@ -624,7 +1267,7 @@ mod sys {
 
     /// # Safety
     /// Nothing to do: the heap stand-in has no huge pages.
-    pub(super) unsafe fn advise_huge(_base: *mut u8, _len: usize) {}
+    pub(super) unsafe fn advise(_base: *mut u8, _len: usize, _huge: bool) {}
 
     /// # Safety
     /// Nothing to do: the heap stand-in is always resident.
@@ -669,7 +1312,21 @@ mod tests {
     }
 
     #[test]
-    fn cache_is_bounded_with_hysteresis() {
+    fn reuse_takes_the_lowest_address_first() {
+        let a = Arena::new(4096).unwrap();
+        let runs: Vec<u32> = (0..200).map(|_| a.alloc_run(4).unwrap()).collect();
+        // Runs 0..128 fill chunk 0, the rest are in chunk 1.
+        assert_eq!(runs[128], CHUNK_FRAMES as u32);
+        a.free_run(runs[150], 4);
+        a.free_run(runs[3], 4);
+        a.free_run(runs[140], 4);
+        assert_eq!(a.alloc_run(4), Some(runs[3]));
+        assert_eq!(a.alloc_run(4), Some(runs[140]));
+        assert_eq!(a.alloc_run(4), Some(runs[150]));
+    }
+
+    #[test]
+    fn cache_is_bounded() {
         let a = Arena::new(4096).unwrap();
         a.set_policy(MemoryPolicy {
             max_cached_pages: 128,
@@ -680,10 +1337,28 @@ mod tests {
             a.free_run(r, 8);
             assert!(a.cached_pages() <= 128, "after {k} frees");
         }
-        assert!(a.cached_pages() >= 96);
+        assert!(a.cached_pages() > 0);
         let cached = a.cached_pages();
         assert_eq!(a.trim(), cached);
         assert_eq!(a.cached_pages(), 0);
+    }
+
+    #[test]
+    fn a_wholly_free_chunk_goes_back_whole_and_is_reused_whole() {
+        let a = Arena::with_policy(2048, MemoryPolicy::immediate()).unwrap();
+        let runs: Vec<u32> = (0..256).map(|_| a.alloc_run(4).unwrap()).collect();
+        // Two chunks carved; the second is the open one.
+        assert_eq!(a.inner.lock().open.map(|o| o.0), Some(1));
+        for &r in &runs[..128] {
+            a.free_run(r, 4);
+        }
+        {
+            let g = a.inner.lock();
+            assert!(g.returned[SMALL].contains(&0), "chunk 0 given back whole");
+            assert!((1..=MAX_CHAIN_SIZE).all(|n| g.discarded[n].range(0..512).next().is_none()));
+        }
+        // The open chunk is full: the next run opens the lowest returned chunk.
+        assert_eq!(a.alloc_run(16), Some(0));
     }
 
     #[test]
@@ -697,10 +1372,12 @@ mod tests {
 
     #[test]
     fn expired_runs_are_purged() {
+        // Miri runs the steps in between a hundred times slower.
+        let decay = if cfg!(miri) { 5000 } else { 20 };
         let a = Arena::with_policy(
             256,
             MemoryPolicy {
-                free_page_decay_ms: 20,
+                free_page_decay_ms: decay,
                 ..MemoryPolicy::default()
             },
         )
@@ -710,13 +1387,13 @@ mod tests {
         a.free_run(r[1], 2);
         assert_eq!(a.purge_expired(), 0);
         assert_eq!(a.cached_pages(), 4);
-        std::thread::sleep(std::time::Duration::from_millis(30));
-        // A slow-path call purges the expired runs (and caches the new one).
-        a.free_run(r[2], 2);
-        assert_eq!(a.cached_pages(), 2);
-        std::thread::sleep(std::time::Duration::from_millis(30));
-        assert_eq!(a.purge_expired(), 2);
+        std::thread::sleep(std::time::Duration::from_millis(decay + 10));
+        assert_eq!(a.purge_expired(), 4);
         assert_eq!(a.cached_pages(), 0);
+        // A freed run restarts its chunk's clock.
+        a.free_run(r[2], 2);
+        assert_eq!(a.purge_expired(), 0);
+        assert_eq!(a.cached_pages(), 2);
     }
 
     #[test]
@@ -729,6 +1406,15 @@ mod tests {
         assert_eq!(a.alloc_run(4), Some(r));
         assert_eq!(a.alloc_run(12), Some(r + 4));
         assert_eq!(a.alloc_run(1), None);
+    }
+
+    #[test]
+    fn a_chunk_tail_too_short_becomes_a_free_run() {
+        // 512 frames = 34 runs of 15 (510 frames) and a tail of 2.
+        let a = Arena::new(2048).unwrap();
+        let runs: Vec<u32> = (0..35).map(|_| a.alloc_run(15).unwrap()).collect();
+        assert_eq!(runs[34], CHUNK_FRAMES as u32, "the 35th opens chunk 1");
+        assert_eq!(a.alloc_run(2), Some(510), "the tail of chunk 0");
     }
 
     #[test]
@@ -758,12 +1444,88 @@ mod tests {
         )
         .unwrap();
         if !cfg!(miri) {
-            assert_eq!(a.base as usize % (HUGE_FRAMES * PAGE_SIZE), 0);
+            assert_eq!(a.base as usize % (CHUNK_FRAMES * PAGE_SIZE), 0);
         }
         let r = a.alloc_run(4).unwrap() as usize;
         // SAFETY: the run is ours alone in this test.
         unsafe { a.write(r * PAGE_SIZE, &[1u8; 4 * PAGE_SIZE]) };
         a.free_run(r as u32, 4);
         assert_eq!(a.trim(), 4);
+    }
+
+    #[test]
+    fn prefaulted_chunks_are_used_and_returned() {
+        let a = Arena::with_policy(
+            8192,
+            MemoryPolicy {
+                prefault_chunks: 2,
+                free_page_decay_ms: 50,
+                ..MemoryPolicy::default()
+            },
+        )
+        .unwrap();
+        let first = a.alloc_run(8).unwrap();
+        assert_eq!(first, 0);
+        if cfg!(miri) {
+            return;
+        }
+        // Chunks 1 and 2 are prefaulted while chunk 0 is carved.
+        assert_eq!(a.slack_pages(), 2 * CHUNK_FRAMES);
+        let runs: Vec<u32> = (0..64).map(|_| a.alloc_run(8).unwrap()).collect();
+        assert_eq!(
+            runs[63], CHUNK_FRAMES as u32,
+            "the prefaulted chunk 1 is opened next"
+        );
+        assert_eq!(a.inner.lock().prepared.len(), 2, "and one more is queued");
+        // SAFETY: the run is ours alone in this test.
+        unsafe { a.write(runs[63] as usize * PAGE_SIZE, &[3u8; 8 * PAGE_SIZE]) };
+        // A pool that stops growing gives its prefaulted chunks back after the decay time.
+        std::thread::sleep(std::time::Duration::from_millis(80));
+        a.purge_expired();
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while !a.inner.lock().prepared.is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "prefaulted chunks never returned"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            a.purge_expired();
+        }
+        assert_eq!(a.trim(), 0);
+    }
+
+    #[test]
+    fn huge_pages_come_from_the_prefault_thread_small_ones_on_demand() {
+        let a = Arena::with_policy(
+            8 * CHUNK_FRAMES,
+            MemoryPolicy {
+                transparent_huge_pages: true,
+                prefault_chunks: 1,
+                ..MemoryPolicy::default()
+            },
+        )
+        .unwrap();
+        let small_base = a.small_base;
+        // Nothing prefaulted yet: the first chunk is a small-page one, faulted in as carved.
+        let first = a.alloc_run(4).unwrap();
+        assert_eq!(first / CHUNK_FRAMES as u32, small_base);
+        if cfg!(miri) {
+            return;
+        }
+        // The prefault thread gets a huge-page chunk (if THP is available at all).
+        let prepared = a.inner.lock().prepared[0];
+        assert_eq!(prepared < small_base, small_base > 0);
+        // Once the open chunk is full, the prefaulted one is opened.
+        let runs: Vec<u32> = (0..128).map(|_| a.alloc_run(4).unwrap()).collect();
+        assert_eq!(runs[127], prepared * CHUNK_FRAMES as u32);
+        // SAFETY: the run is ours alone in this test.
+        unsafe { a.write(runs[127] as usize * PAGE_SIZE, &[9u8; 4 * PAGE_SIZE]) };
+        for r in runs.into_iter().chain([first]) {
+            a.free_run(r, 4);
+            assert!(a.cached_pages() <= DEFAULT_MAX_CACHED_PAGES);
+        }
+        let cached = a.cached_pages();
+        assert_eq!(a.trim(), cached);
+        assert_eq!(a.cached_pages(), 0);
     }
 }

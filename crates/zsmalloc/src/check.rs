@@ -123,7 +123,8 @@ impl Pool {
                     g.obj_used
                 ));
             }
-            let live_handles = g.next_handle as usize - g.free_handles.len();
+            let live_handles =
+                g.next_handle as usize - g.free_handles.len() - g.retired_handles as usize;
             if live_handles != g.obj_used {
                 return Err(format!(
                     "class {ci}: {live_handles} live handles != obj_used {}",

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Size classes: the kernel's table of 255 classes for 4 KiB pages, the two rules for choosing
 //! pages per zspage, class merging and the huge-class watermark.
 //!

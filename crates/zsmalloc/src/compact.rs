@@ -40,7 +40,7 @@ impl Pool {
     }
 
     /// Claims an object for moving; false if it has readers, is being freed or is dead.
-    fn begin_move(entry: &Entry) -> bool {
+    pub(crate) fn begin_move(entry: &Entry) -> bool {
         let mut spins = 0;
         loop {
             let s = entry.state.load(Ordering::Relaxed);

@@ -45,8 +45,9 @@
 //!
 //! **Handles** (`handle.rs`): `generation:24 | class index:8 | slot:32`. Each class has its own
 //! table of entries `{state, loc}`; `state` carries the generation (stale handles fail with
-//! [`Error::InvalidHandle`]) and a per-object reader count / writer / mover / free-pending
-//! bits; `loc` is where the object lives now. Compaction rewrites `loc`, never the handle.
+//! [`Error::InvalidHandle`] for the pool's lifetime: a slot is retired before its generation
+//! wraps) and a per-object reader count / writer / mover / free-pending bits; `loc` is where
+//! the object lives now. Compaction rewrites `loc`, never the handle.
 //!
 //! **Locks**: one `Mutex<ClassInner>` per class (fullness lists, zspage free lists, slot
 //! headers, counters, handle-slot free list) and the arena's mutex (free-run lists), never
@@ -57,6 +58,8 @@
 //! holder needs). The compactor holds one class lock at a time and only moves objects it can
 //! claim (no readers); a reader never sees a half-moved object. Page counters are atomics.
 
+#![deny(missing_docs)]
+
 mod access;
 mod arena;
 mod check;
@@ -66,16 +69,17 @@ mod fullness;
 mod handle;
 mod pool;
 mod stats;
+mod sync;
 mod zspage;
 
-pub use access::ObjRef;
+pub use access::{ObjHint, ObjRef};
 pub use arena::{MemoryPolicy, DEFAULT_FREE_PAGE_DECAY_MS, DEFAULT_MAX_CACHED_PAGES};
 pub use class::{
     ChainRule, ClassInfo, ClassTable, PoolConfig, CLASS_DELTA, DEFAULT_CHAIN_SIZE, HANDLE_SIZE,
     MAX_ALLOC_SIZE, MAX_CHAIN_SIZE, MIN_ALLOC_SIZE, NUM_CLASSES,
 };
 pub use fullness::NR_FULLNESS_GROUPS;
-pub use handle::Handle;
+pub use handle::{Handle, HANDLE_ENTRY_SIZE};
 pub use pool::Pool;
 pub use stats::{ClassStats, PoolStats};
 
@@ -117,3 +121,6 @@ pub enum Error {
     #[error("cannot reserve the pool's address space (errno {0})")]
     ArenaInit(i32),
 }
+
+#[cfg(all(test, loom))]
+mod loom_models;

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::access::ObjHint;
 use crate::arena::{Arena, MemoryPolicy};
 use crate::class::{ClassInfo, ClassTable, PoolConfig, HANDLE_SIZE, MAX_ALLOC_SIZE};
 use crate::fullness::{NR_FULLNESS_GROUPS, RATIO_0};
@@ -31,14 +32,7 @@ const DEFAULT_RESERVE_FRAMES: usize = 1 << 11;
 const MIN_RESERVE_FRAMES: usize = 1 << 14;
 #[cfg(miri)]
 const MIN_RESERVE_FRAMES: usize = 1 << 8;
-pub(crate) fn backoff(spins: &mut u32) {
-    if *spins < 64 {
-        std::hint::spin_loop();
-    } else {
-        std::thread::yield_now();
-    }
-    *spins = spins.saturating_add(1);
-}
+pub(crate) use crate::sync::backoff;
 
 /// One unique size class. Cache-line aligned (128 bytes: adjacent-line prefetch) so that
 /// threads working in neighbouring classes do not share lines.
@@ -154,6 +148,7 @@ impl Pool {
                     obj_used: 0,
                     free_handles: Vec::new(),
                     next_handle: 0,
+                    retired_handles: 0,
                 }),
             })
             .collect();
@@ -186,15 +181,22 @@ impl Pool {
     /// Allocates a slot for `len` bytes (`zs_malloc`). Its contents are unspecified until
     /// written.
     pub fn alloc(&self, len: usize) -> Result<Handle, Error> {
-        self.alloc_impl(len, None)
+        self.alloc_impl(len, None).map(|(h, _)| h)
     }
 
     /// Allocates a slot for `data.len()` bytes and writes `data` into it.
     pub fn alloc_write(&self, data: &[u8]) -> Result<Handle, Error> {
+        self.alloc_impl(data.len(), Some(data)).map(|(h, _)| h)
+    }
+
+    /// [`Pool::alloc_write`], also returning where the object lies now, for
+    /// [`Pool::prefetch_hint`]: a reader that keeps the hint with the handle can start the
+    /// object's cache misses without resolving the handle first.
+    pub fn alloc_write_hint(&self, data: &[u8]) -> Result<(Handle, ObjHint), Error> {
         self.alloc_impl(data.len(), Some(data))
     }
 
-    fn alloc_impl(&self, len: usize, data: Option<&[u8]>) -> Result<Handle, Error> {
+    fn alloc_impl(&self, len: usize, data: Option<&[u8]>) -> Result<(Handle, ObjHint), Error> {
         if len == 0 {
             return Err(Error::ZeroSize);
         }
@@ -259,7 +261,10 @@ impl Pool {
                 .state
                 .store((gen << GEN_SHIFT) | ALLOCATED, Ordering::Release);
         }
-        Ok(Handle::new(gen, class.info.index, slot))
+        Ok((
+            Handle::new(gen, class.info.index, slot),
+            ObjHint::at(class.payload_off(loc)),
+        ))
     }
 
     /// Takes the frames of one zspage of `class` from the arena and counts its pages.
@@ -293,7 +298,17 @@ impl Pool {
     /// when the last guard drops; the handle is invalid from now on either way.
     pub fn free(&self, h: Handle) -> Result<(), Error> {
         let (class, entry) = self.resolve(h)?;
-        let gen = h.generation();
+        if let Some(next) = Self::free_state_word(entry, h.generation())? {
+            self.release_slot(class, entry, h.slot(), next);
+        }
+        Ok(())
+    }
+
+    /// The state-word half of `free`: marks the object freed (its generation advanced) and
+    /// returns the next generation, for the caller to release the slot; or, with readers
+    /// present, marks it `FREE_PENDING` and returns `None` (the last reader releases it).
+    #[inline]
+    pub(crate) fn free_state_word(entry: &Entry, gen: u64) -> Result<Option<u64>, Error> {
         let mut spins = 0;
         loop {
             let s = entry.state.load(Ordering::Relaxed);
@@ -310,7 +325,7 @@ impl Pool {
                     .compare_exchange_weak(s, s | FREE_PENDING, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
-                    return Ok(());
+                    return Ok(None);
                 }
                 continue;
             }
@@ -324,21 +339,27 @@ impl Pool {
                 )
                 .is_ok()
             {
-                break;
+                return Ok(Some(next_gen(gen)));
             }
         }
-        self.release_slot(class, entry, h.slot());
-        Ok(())
     }
 
     /// Returns a dead entry's slot to its zspage and the entry to the class's handle list;
     /// frees the zspage if it became empty.
-    pub(crate) fn release_slot(&self, class: &SizeClass, entry: &Entry, slot: u32) {
+    /// `gen`: the generation the slot's next handle would carry.
+    pub(crate) fn release_slot(&self, class: &SizeClass, entry: &Entry, slot: u32, gen: u64) {
         let mut g = class.inner.lock();
         let loc = Loc::unpack(entry.loc.load(Ordering::Relaxed));
         g.obj_free(loc.zsid, loc.obj_idx, &self.arena);
         g.obj_used -= 1;
-        g.free_handles.push(slot);
+        // A slot whose next generation would be its first again has used every generation:
+        // retire it, so that no handle it ever gave out can name a later object (see
+        // `handle.rs`).
+        if gen != class.handles.first_gen() {
+            g.free_handles.push(slot);
+        } else {
+            g.retired_handles += 1;
+        }
         if g.fix_fullness(loc.zsid) == RATIO_0 {
             g.remove(loc.zsid);
             let frame = g.release_zspage(loc.zsid);
@@ -497,5 +518,39 @@ mod tests {
         }
         assert_eq!(n, 3);
         assert_eq!(p.total_pages(), 3);
+    }
+
+    /// One hot slot driven through its whole generation space (2^24 - 1 allocations): every
+    /// handle it gives out is new, a freed handle never reads a later object, and the slot
+    /// is then retired (the next allocation takes a fresh slot).
+    #[test]
+    #[cfg_attr(miri, ignore = "16.7 million allocations")]
+    fn a_hot_slot_is_retired_before_its_generation_wraps() {
+        use crate::handle::GEN_MASK;
+        let p = pool(8);
+        let first = p.alloc_write(b"first").unwrap();
+        let slot = first.slot();
+        p.free(first).unwrap();
+        let mut last = first;
+        for n in 1..GEN_MASK {
+            let h = p.alloc_write(b"again").unwrap();
+            assert_eq!(h.slot(), slot, "last-freed-first: the same hot slot");
+            assert_ne!(h, first, "generation reused after {n} allocations");
+            if n % (1 << 20) == 0 {
+                assert_eq!(p.read(first).map(|_| ()), Err(Error::InvalidHandle));
+                assert_eq!(p.read(last).map(|_| ()), Err(Error::InvalidHandle));
+            }
+            last = h;
+            p.free(h).unwrap();
+        }
+        // Every generation was used once: the slot is retired, not reused.
+        let fresh = p.alloc_write(b"fresh").unwrap();
+        assert_ne!(fresh.slot(), slot);
+        for stale in [first, last] {
+            assert_eq!(p.read(stale).map(|_| ()), Err(Error::InvalidHandle));
+            assert_eq!(p.free(stale), Err(Error::InvalidHandle));
+        }
+        assert_eq!(&p.read(fresh).unwrap()[..5], b"fresh");
+        p.check_invariants().unwrap();
     }
 }

@@ -112,6 +112,22 @@ impl fmt::Display for PoolStats {
 }
 
 impl Pool {
+    /// Metadata the pool keeps outside its zspages, in bytes, measured from the allocations it
+    /// holds now: the handle tables ([`HANDLE_ENTRY_SIZE`](crate::HANDLE_ENTRY_SIZE) bytes per
+    /// object it ever held at once: the tables grow in segments and are never shrunk), the
+    /// zspage records and the free lists of zspage ids and handle slots. Per-object headers live
+    /// in the zspages (counted by [`Pool::total_pages`]); the fixed per-class structures are not
+    /// counted.
+    pub fn metadata_bytes(&self) -> usize {
+        self.classes
+            .iter()
+            .map(|c| {
+                let g = c.inner.lock();
+                c.handles.heap_bytes() + g.heap_bytes()
+            })
+            .sum()
+    }
+
     /// Per-class statistics with the kernel's debugfs `classes` columns, plus pool totals.
     pub fn stats(&self) -> PoolStats {
         let classes = self

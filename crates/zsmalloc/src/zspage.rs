@@ -51,6 +51,8 @@ pub(crate) struct ClassInner {
     pub(crate) obj_used: usize,
     pub(crate) free_handles: Vec<u32>,
     pub(crate) next_handle: u32,
+    /// Handle slots retired after using every generation (never handed out again).
+    pub(crate) retired_handles: u32,
 }
 
 impl ClassInner {
@@ -222,6 +224,12 @@ impl ClassInner {
             let h = unsafe { arena.read_header(self.slot_off(z.frame, idx)) };
             (h & 1 == 1).then_some((h >> 1) as u32)
         }
+    }
+
+    /// Bytes held by the zspage records and the free lists.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.zspages.capacity() * std::mem::size_of::<ZsPage>()
+            + (self.free_ids.capacity() + self.free_handles.capacity()) * std::mem::size_of::<u32>()
     }
 
     /// `zs_can_compact`: pages that compaction could free in this class.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The worked example of "zsmalloc: turn zspage order into runtime variable" (v3, Oct 2022): "13 objects of 1568 bytes" take 6 pages with 4-page zspages
 //! (class #96 merged into #100: 1632 bytes, 2 pages, 5 objects -> 3 zspages) and 5 pages with
 //! 16-page zspages (class #96 alone: 5 pages, 13 objects -> 1 zspage).

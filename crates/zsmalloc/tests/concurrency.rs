@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Concurrency stress: worker threads alloc / write / read / verify / free (each object's
 //! contents derive from a seed, the oracle) while another thread compacts in a loop and a
 //! reader thread reads handles published by the workers. Every successful read must show

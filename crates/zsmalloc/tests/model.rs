@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Model-based test: random alloc / write / read / free / compact sequences against a simple
 //! reference model of the kernel's placement rules (per class: zspages with LIFO slot free
 //! lists, fullness-group lists with new entries at the head, "fullest non-full first"

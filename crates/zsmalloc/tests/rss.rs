@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The pool's page count is real memory: RSS grows by about `total_pages()` pages when objects
 //! are stored and drops back when they are freed (emptied zspages are MADV_DONTNEED'd).
 //!

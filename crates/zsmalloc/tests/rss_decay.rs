@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! RSS under the free-page reuse policy ([`MemoryPolicy`]): with decay 0 RSS follows the pool's
 //! page count exactly (freed zspages go back at once); with a decay, freed pages stay resident
 //! and are reported by `cached_pages()` (RSS = pages + cached) until their decay time has
@@ -63,6 +64,7 @@ fn rss_follows_pages_plus_cached_pages() {
         free_page_decay_ms: 300,
         max_cached_pages: 1 << 20,
         transparent_huge_pages: false,
+        prefault_chunks: 0,
     };
     let pool = Pool::with_memory_policy(PoolConfig::default(), policy).unwrap();
     let before = rss_pages();

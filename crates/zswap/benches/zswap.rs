@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Store / load cost against the raw codec in the same run.
 //!
 //! `cargo bench -p uzswap-zswap --bench zswap` (env: `UZSWAP_BENCH_PAGES`, default 4096;

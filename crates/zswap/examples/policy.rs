@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Measures the pool-limit policy: the kernel's hysteresis (shrink only after the limit was
 //! hit) against proactive shrinking (shrink in the background from accept + 1%: "mm: zswap:
 //! proactive shrinking before pool size limit is hit", v2, on 6.10-rc6).

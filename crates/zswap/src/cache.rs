@@ -10,10 +10,10 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::cgroup::{self, CgroupId};
 use crate::hooks::FaultHooks;
-use crate::index::{AreaIndex, SlotValue};
+use crate::index::{AreaIndex, Entry, SlotValue};
 use crate::lru::unpack_slot;
 use crate::outcome::{LoadOutcome, MetadataUsage, PoolInfo, SlotState, StoreOutcome};
-use crate::params::{Params, WarmProtection};
+use crate::params::{LruMode, Params, WarmProtection};
 use crate::pool;
 use crate::pressure::{self, PressureConfig};
 use crate::shrink::ShrinkScan;
@@ -40,6 +40,8 @@ pub(crate) struct HotParams {
     pub(crate) shrinker_enabled: AtomicBool,
     pub(crate) warm: AtomicU8,
     pub(crate) memcg_sync: AtomicBool,
+    /// `Params::zero_page_entries`.
+    pub(crate) zero_entries: AtomicBool,
     pub(crate) rotation_is_failure: AtomicBool,
 }
 
@@ -55,6 +57,7 @@ impl HotParams {
         self.shrinker_enabled.store(p.shrinker_enabled, Relaxed);
         self.warm.store(p.warm_protection as u8, Relaxed);
         self.memcg_sync.store(p.memcg_limit_sync_writeback, Relaxed);
+        self.zero_entries.store(p.zero_page_entries, Relaxed);
         self.rotation_is_failure
             .store(p.rotation_is_failure, Relaxed);
     }
@@ -71,6 +74,8 @@ pub(crate) struct Inner {
     pub(crate) params: Mutex<Params>,
     pub(crate) hot: HotParams,
     pub(crate) reached_full: AtomicBool,
+    /// The pool limit was lowered and the pools may still be above it (`check_invariants`).
+    pub(crate) limit_lowered: AtomicBool,
     pub(crate) pools: pool::Pools,
     pub(crate) areas: Box<[OnceLock<Area>]>,
     pub(crate) cgroups: cgroup::Cgroups,
@@ -110,16 +115,29 @@ impl Zswap {
             shrinker_enabled: AtomicBool::new(false),
             warm: AtomicU8::new(0),
             memcg_sync: AtomicBool::new(true),
+            zero_entries: AtomicBool::new(false),
             rotation_is_failure: AtomicBool::new(false),
         };
         hot.set(&params);
+        let lru_mode = params.lru;
+        // Per-pool lists: a cgroup has `nodes` lists for each pool slot (see `Cgroup::lists`).
+        let (lanes, lanes_per_pool) = match lru_mode {
+            LruMode::Global => (nodes, 0),
+            LruMode::PerPool => (pool::MAX_POOLS * nodes, nodes),
+        };
         let inner = Arc::new(Inner {
-            pools: pool::Pools::new(params.compressor, params.chain_size, cache_bound(&params))?,
+            pools: pool::Pools::new(
+                params.compressor,
+                params.chain_size,
+                cache_bound(&params),
+                lanes_per_pool,
+            )?,
             params: Mutex::new(params),
             hot,
             reached_full: AtomicBool::new(false),
+            limit_lowered: AtomicBool::new(false),
             areas: (0..MAX_AREAS).map(|_| OnceLock::new()).collect(),
-            cgroups: cgroup::Cgroups::new(nodes),
+            cgroups: cgroup::Cgroups::new(nodes, lanes),
             stats: Striped::new(),
             hot_ops: Striped::new(),
             worker: WorkerCtl {
@@ -128,14 +146,14 @@ impl Zswap {
                 cv: Condvar::new(),
                 idle_cv: Condvar::new(),
             },
-            faults: FaultHooks::default(),
+            faults: FaultHooks::new(),
             nodes,
         });
         let w = inner.clone();
         let handle = std::thread::Builder::new()
             .name("zswap-shrink".into())
             .spawn(move || w.worker_main())
-            .map_err(|e| Error::InvalidParam(format!("cannot start the shrink worker: {e}")))?;
+            .map_err(Error::WorkerSpawn)?;
         Ok(Zswap {
             inner,
             worker: Mutex::new(Some(handle)),
@@ -278,16 +296,24 @@ impl Zswap {
     }
 
     /// Change parameters at run time. A new compressor or chain size creates a new pool; old
-    /// pools keep serving their entries and are freed with their last entry. `numa_nodes` is
-    /// fixed when the cache is created: a different value is an error.
+    /// pools keep serving their entries and are freed with their last entry. `numa_nodes` and
+    /// `lru` are fixed when the cache is created (the LRU lists are laid out for them): a
+    /// different value is an error. `zero_page_entries` may change: zero pages already kept
+    /// either way stay as they are.
     pub fn set_params(&self, p: Params) -> Result<(), Error> {
         p.validate()?;
         let mut cur = self.inner.params.lock();
         if p.numa_nodes != cur.numa_nodes {
-            return Err(Error::InvalidParam(format!(
-                "numa_nodes can't change at run time (the cache has {})",
-                cur.numa_nodes
-            )));
+            return Err(Error::NumaNodesFixed {
+                current: cur.numa_nodes,
+                requested: p.numa_nodes,
+            });
+        }
+        if p.lru != cur.lru {
+            return Err(Error::LruModeFixed {
+                current: cur.lru,
+                requested: p.lru,
+            });
         }
         if p.compressor != cur.compressor || p.chain_size != cur.chain_size {
             self.inner.pools.switch(p.compressor, p.chain_size)?;
@@ -298,6 +324,10 @@ impl Zswap {
         {
             // A new limit re-evaluates the hysteresis latch from scratch.
             self.inner.reached_full.store(false, Relaxed);
+            if p.max_pool_pages() < cur.max_pool_pages() {
+                // The pools may sit above the new limit until the shrinker catches up.
+                self.inner.limit_lowered.store(true, Relaxed);
+            }
             self.inner.pools.set_max_cached_pages(cache_bound(&p));
         }
         *cur = p;
@@ -312,7 +342,15 @@ impl Zswap {
     /// Remove a cgroup: its entries are reparented (their charge is already part of every
     /// ancestor's, and the parent's shrinker walk covers their LRU lists).
     pub fn remove_cgroup(&self, cg: CgroupId) -> Result<(), Error> {
-        self.inner.cgroups.remove(cg)
+        let i = &self.inner;
+        i.cgroups.remove(cg)?;
+        if i.lru_mode() == LruMode::PerPool {
+            let parent = i.cgroups.get(cg.0).and_then(|c| c.parent()).unwrap_or(0);
+            for p in i.pools.live() {
+                cgroup::Cgroups::fix_cursor(&p.cursor, cg.0, parent);
+            }
+        }
+        Ok(())
     }
 
     /// memory.zswap.max in bytes (`None` = "max").
@@ -325,14 +363,18 @@ impl Zswap {
         self.inner.cgroups.set_writeback(cg, enabled)
     }
 
-    /// Metadata bytes per stored (compressed or raw) page: entry slabs, slot tables and LRU
-    /// nodes, divided by `stored_pages` (zero pages only cost their 4-byte slot word).
+    /// Metadata bytes per stored page: everything the cache and its allocator keep besides the
+    /// pool pages (entry slabs, slot tables, LRU nodes, the pools' handle tables, zspage records
+    /// and free lists: [`MetadataUsage::total_bytes`]), divided by `stored_pages` (compressed,
+    /// raw and, with `Params::zero_page_entries`, zero-filled pages kept with an entry; zero
+    /// pages without an entry only cost their 4-byte slot word).
     pub fn metadata_bytes_per_entry(&self) -> f64 {
         let m = self.metadata();
         m.total_bytes() as f64 / m.stored_pages.max(1) as f64
     }
 
-    /// Metadata memory, measured from the allocations held now.
+    /// Metadata memory of the cache and its pools' allocator, measured from the allocations
+    /// held now.
     pub fn metadata(&self) -> MetadataUsage {
         let i = &self.inner;
         let mut m = MetadataUsage::default();
@@ -345,15 +387,18 @@ impl Zswap {
         }
         for id in 0..i.cgroups.id_limit() {
             if let Some(c) = i.cgroups.get(id) {
-                m.lru_bytes += c
-                    .lists
-                    .iter()
-                    .map(|l| l.lock().heap_bytes() as u64)
-                    .sum::<u64>();
+                m.lru_bytes += c.lists.iter().map(|l| l.heap_bytes() as u64).sum::<u64>();
             }
         }
+        m.allocator_bytes = i
+            .pools
+            .live()
+            .iter()
+            .map(|p| p.zs.metadata_bytes() as u64)
+            .sum();
         m.stored_pages = i.stats.gauge(G::StoredPages as usize);
         m.zero_pages = i.stats.gauge(G::ZeroPages as usize);
+        m.zero_entries = i.stats.gauge(G::SameFilledPages as usize);
         m
     }
 
@@ -365,6 +410,12 @@ impl Zswap {
         Some(match w.value() {
             SlotValue::Empty | SlotValue::OnDisk(_) => SlotState::Empty,
             SlotValue::Zero => SlotState::Zero,
+            // The kernel's same-filled entry: length 0, its pool and LRU link unused.
+            SlotValue::ZeroEntry(_) => SlotState::Stored {
+                length: 0,
+                compressor: i.pools.current().alg,
+                referenced: false,
+            },
             SlotValue::Entry(e) => {
                 let e = *t.entry(e);
                 SlotState::Stored {
@@ -378,16 +429,22 @@ impl Zswap {
         })
     }
 
-    /// Slots on a cgroup's LRU list for `node`, coldest first.
+    /// Slots on a cgroup's LRU list for `node`, coldest first. With per-pool lists
+    /// (`LruMode::PerPool`): each live pool's list in turn, oldest pool first.
     pub fn lru_slots(&self, cg: CgroupId, node: usize) -> Vec<SwapSlot> {
-        let Some(c) = self.inner.cgroups.get(cg.0) else {
+        let i = &self.inner;
+        let Some(c) = i.cgroups.get(cg.0) else {
             return Vec::new();
         };
-        let Some(l) = c.lists.get(node) else {
+        if node >= i.nodes {
             return Vec::new();
-        };
-        let keys = l.lock().keys();
-        keys.into_iter().map(unpack_slot).collect()
+        }
+        i.lanes(node)
+            .into_iter()
+            .filter_map(|lane| c.lists.get(lane))
+            .flat_map(|l| l.keys())
+            .map(unpack_slot)
+            .collect()
     }
 
     /// The allocator's statistics (class table, debugfs `classes` layout) of every live pool,
@@ -430,14 +487,27 @@ impl Zswap {
             .collect()
     }
 
-    /// The memory-pressure shrinker's count for (cgroup, node).
+    /// The memory-pressure shrinker's count for (cgroup, node). With per-pool lists
+    /// (`LruMode::PerPool`, one shrinker per pool): the sum of the pools' counts.
     pub fn shrinker_count(&self, cg: CgroupId, node: usize) -> u64 {
         self.inner.shrinker_count(cg.0, node)
     }
 
-    /// The memory-pressure shrinker's scan for (cgroup, node).
+    /// The memory-pressure shrinker's scan for (cgroup, node). With per-pool lists: each
+    /// pool's shrinker in turn (pool-slot order, as shrinkers run in id order, which says
+    /// nothing about the entries' age), sharing `nr_to_scan`; `stop` when every pool's said
+    /// so. Prefer [`Zswap::shrink_slab`], which asks each pool's shrinker separately.
     pub fn shrinker_scan(&self, cg: CgroupId, node: usize, nr_to_scan: u64) -> ShrinkScan {
         self.inner.shrinker_scan(cg.0, node, nr_to_scan)
+    }
+
+    /// What the kernel's `shrink_slab` does with zswap's shrinker(s) for (cgroup, node) at
+    /// reclaim `priority`: for each shrinker (one, or one per pool with
+    /// `LruMode::PerPool`), its count, then scans of `SHRINK_BATCH` (128) entries until
+    /// `(count >> priority) × 2` (`DEFAULT_SEEKS`) are scanned or it says stop. Returns what
+    /// all of them scanned and freed (`stop`: every shrinker stopped early or freed nothing).
+    pub fn shrink_slab(&self, cg: CgroupId, node: usize, priority: u32) -> ShrinkScan {
+        self.inner.shrink_slab(cg.0, node, priority)
     }
 
     /// One pass of the memory-pressure shrinker over every cgroup and node (what a PSI event
@@ -516,7 +586,8 @@ impl Zswap {
             .map_or(0, pressure::Monitor::stop)
     }
 
-    /// Allocation failure hooks (tests).
+    /// Allocation failure hooks (tests; cargo feature `test-hooks`).
+    #[cfg(any(test, feature = "test-hooks"))]
     pub fn fault_hooks(&self) -> &FaultHooks {
         &self.inner.faults
     }
@@ -540,6 +611,34 @@ impl Drop for Zswap {
 }
 
 impl Inner {
+    /// `Params::lru`, fixed at creation (kept by the pools, which lay out the lanes; a field of
+    /// its own here would move `Inner`'s hot fields).
+    #[inline]
+    pub(crate) fn lru_mode(&self) -> LruMode {
+        self.pools.lru_mode()
+    }
+
+    /// The lane (index into its cgroup's `lists`) of an entry in the index: its pool's
+    /// `lane_base` plus its node (see `ZswapPool::lane_base`).
+    #[inline]
+    pub(crate) fn entry_lane(&self, e: &Entry) -> usize {
+        self.pools.lane_base(e.pool) + usize::from(e.node)
+    }
+
+    /// The lanes (indices into a cgroup's `lists`) that hold entries of `node`: the node's
+    /// list, or with per-pool lists each live pool's, oldest pool first.
+    pub(crate) fn lanes(&self, node: usize) -> Vec<usize> {
+        match self.lru_mode() {
+            LruMode::Global => vec![node],
+            LruMode::PerPool => self
+                .pools
+                .live()
+                .iter()
+                .map(|p| p.lane_base + node)
+                .collect(),
+        }
+    }
+
     #[inline]
     pub(crate) fn area(&self, a: u32) -> Option<&Area> {
         self.areas.get(a as usize)?.get()

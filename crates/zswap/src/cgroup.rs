@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Cgroups: the hierarchy, per-cgroup limits and counters, and the per-(cgroup, node) LRU lists.
 //!
 //! Cgroup records live in fixed chunks (the first allocated with the cache, the rest on demand)
@@ -9,11 +10,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::OnceLock;
 
-use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use crate::lru::LruList;
+use crate::lru::Lru;
 use crate::stats::{CgroupCounters, Striped, C, NR_CGROUP};
 use crate::{Error, PAGE_SIZE};
 
@@ -22,6 +22,7 @@ use crate::{Error, PAGE_SIZE};
 pub struct CgroupId(pub u32);
 
 impl CgroupId {
+    /// The root cgroup.
     pub const ROOT: CgroupId = CgroupId(0);
 }
 
@@ -42,26 +43,33 @@ pub(crate) struct Cgroup {
     /// memory.zswap.writeback (this level only; the effective value is hierarchical).
     writeback: AtomicBool,
     pub(crate) stats: Striped<NR_CGROUP>,
-    /// One list per NUMA node.
-    pub(crate) lists: Box<[CachePadded<Mutex<LruList>>]>,
+    /// The LRU lists, indexed by lane: `LruMode::Global` has one list per NUMA node (lane =
+    /// node); `LruMode::PerPool` one per (pool slot, node), lane = slot × nodes + node, the
+    /// kernel's per-pool `list_lru` (6.8). An entry's lane is its pool's `lane_base` plus its
+    /// node (`lane_base` is 0 with the global LRU), so the free path finds its list the same
+    /// way in both modes.
+    pub(crate) lists: Box<[Lru]>,
     /// Disk swap-ins not yet consumed by the shrinker's count (second-chance policy), per node.
     pub(crate) disk_swapins: Box<[AtomicU64]>,
+    /// The estimate of warm entries of "zswap: shrink zswap pool based on memory pressure"
+    /// (6.8), `nr_zswap_protected`, per node (`WarmProtection::ProtectedSize`). It belongs to
+    /// the (cgroup, node) lruvec, so with per-pool lists every pool's shrinker shares it.
+    pub(crate) protected: Box<[AtomicU64]>,
     /// Offline descendants whose lists this cgroup walks.
     pub(crate) absorbed: Mutex<Vec<u32>>,
 }
 
 impl Cgroup {
-    fn new(nodes: usize) -> Cgroup {
+    fn new(nodes: usize, lanes: usize) -> Cgroup {
         Cgroup {
             state: AtomicU8::new(UNUSED),
             parent: AtomicU32::new(NO_PARENT),
             max_bytes: AtomicU64::new(u64::MAX),
             writeback: AtomicBool::new(true),
             stats: Striped::new(),
-            lists: (0..nodes)
-                .map(|_| CachePadded::new(Mutex::new(LruList::default())))
-                .collect(),
+            lists: (0..lanes).map(|_| Lru::default()).collect(),
             disk_swapins: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
+            protected: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             absorbed: Mutex::new(Vec::new()),
         }
     }
@@ -83,6 +91,8 @@ pub(crate) struct Cgroups {
     /// Ids from CHUNK on (`chunks[c - 1]` holds chunk `c`), each allocated at its first id.
     chunks: Box<[OnceLock<Box<[Cgroup]>>]>,
     nodes: usize,
+    /// LRU lists per cgroup (see `Cgroup::lists`).
+    lanes: usize,
     /// Serialises creation and removal (not on any hot path).
     admin: Mutex<u32>,
     /// The shrink worker's round-robin cursor (`zswap_next_shrink`): last id visited.
@@ -90,11 +100,13 @@ pub(crate) struct Cgroups {
 }
 
 impl Cgroups {
-    pub(crate) fn new(nodes: usize) -> Cgroups {
+    /// `lanes`: LRU lists per cgroup (`nodes`, or `MAX_POOLS × nodes` for per-pool lists).
+    pub(crate) fn new(nodes: usize, lanes: usize) -> Cgroups {
         let cg = Cgroups {
-            first: (0..CHUNK).map(|_| Cgroup::new(nodes)).collect(),
+            first: (0..CHUNK).map(|_| Cgroup::new(nodes, lanes)).collect(),
             chunks: (1..NR_CHUNKS).map(|_| OnceLock::new()).collect(),
             nodes,
+            lanes,
             admin: Mutex::new(1),
             cursor: Mutex::new(None),
         };
@@ -109,7 +121,13 @@ impl Cgroups {
             return Some(&self.first[i]);
         }
         let chunk = self.chunks.get(c - 1)?;
-        Some(&chunk.get_or_init(|| (0..CHUNK).map(|_| Cgroup::new(self.nodes)).collect())[i])
+        Some(
+            &chunk.get_or_init(|| {
+                (0..CHUNK)
+                    .map(|_| Cgroup::new(self.nodes, self.lanes))
+                    .collect()
+            })[i],
+        )
     }
 
     /// Any cgroup that was ever created (online or offline).
@@ -156,9 +174,7 @@ impl Cgroups {
     pub(crate) fn remove(&self, id: CgroupId) -> Result<(), Error> {
         let next = self.admin.lock();
         if id == CgroupId::ROOT {
-            return Err(Error::InvalidParam(
-                "the root cgroup can't be removed".into(),
-            ));
+            return Err(Error::RootCgroup);
         }
         let cg = match self.get(id.0) {
             Some(c) if c.is_online() => c,
@@ -177,12 +193,19 @@ impl Cgroups {
         let mut moved = std::mem::take(&mut *cg.absorbed.lock());
         moved.push(id.0);
         parent.absorbed.lock().extend(moved);
-        // The worker's cursor must not stay on an offline cgroup.
-        let mut cur = self.cursor.lock();
-        if *cur == Some(id.0) {
-            *cur = Some(parent_id);
-        }
+        // The worker's cursor must not stay on an offline cgroup (per-pool cursors: the
+        // caller fixes them with `Cgroups::fix_cursor`, as `zswap_memcg_offline_cleanup` walks
+        // every pool in 6.8).
+        Self::fix_cursor(&self.cursor, id.0, parent_id);
         Ok(())
+    }
+
+    /// Move a shrink-worker cursor off cgroup `removed` (now offline) to its parent.
+    pub(crate) fn fix_cursor(cursor: &Mutex<Option<u32>>, removed: u32, parent: u32) {
+        let mut cur = cursor.lock();
+        if *cur == Some(removed) {
+            *cur = Some(parent);
+        }
     }
 
     /// The nearest online cgroup at or above `id`.
@@ -277,8 +300,13 @@ impl Cgroups {
     /// Next online cgroup after the cursor, like `mem_cgroup_iter`: `None` once a full walk ends
     /// (the next call starts over).
     pub(crate) fn iter_next(&self) -> Option<u32> {
+        self.iter_next_from(&self.cursor)
+    }
+
+    /// `iter_next` with another cursor (a pool's own, with per-pool LRU lists).
+    pub(crate) fn iter_next_from(&self, cursor: &Mutex<Option<u32>>) -> Option<u32> {
         let limit = self.id_limit();
-        let mut cur = self.cursor.lock();
+        let mut cur = cursor.lock();
         let mut i = match *cur {
             None => 0,
             Some(c) => c + 1,

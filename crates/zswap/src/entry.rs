@@ -42,7 +42,9 @@ impl Inner {
         }
     }
 
-    /// Remove the entry a word names from the slab (the caller then rewrites the word).
+    /// Remove the entry a word names from the slab (the caller then rewrites the word). A zero
+    /// entry is released here at once (it holds no pool object and no LRU node, only counts),
+    /// so only pool entries are handed back for `release_entry`.
     #[inline]
     pub(crate) fn take_entry(&self, t: &mut index::ShardTable, w: SlotWord) -> Option<Entry> {
         match w.value() {
@@ -51,8 +53,33 @@ impl Inner {
                 t.free_entry(ei);
                 Some(e)
             }
+            SlotValue::ZeroEntry(ei) => {
+                self.take_zero_entry(t, ei);
+                None
+            }
             _ => None,
         }
+    }
+
+    /// `take_entry` of a zero entry, out of line: the pool-entry path stays as small as it
+    /// was without zero entries.
+    #[cold]
+    #[inline(never)]
+    fn take_zero_entry(&self, t: &mut index::ShardTable, ei: u32) {
+        let e = *t.entry(ei);
+        t.free_entry(ei);
+        self.release_zero_entry(&e);
+    }
+
+    /// The counts a zero entry holds (`zswap_free_entry` of a length-0 entry up to 6.11:
+    /// `same_filled_pages`, `stored_pages`, the cgroup's `zswapped` page). Out of line: the
+    /// paths it shares with pool entries stay as they were.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn release_zero_entry(&self, e: &Entry) {
+        self.cgroups.uncharge(u32::from(e.cgroup), 0);
+        self.stats.sub(G::StoredPages as usize, 1);
+        self.stats.sub(G::SameFilledPages as usize, 1);
     }
 
     /// Bookkeeping after a slot word was replaced (shard lock dropped; the disk block, if
@@ -69,19 +96,38 @@ impl Inner {
         }
     }
 
+    /// `after_replace` for a store, whose `old` entry (from `ShardTable::replace_entry`) may be
+    /// a zero entry (`Params::zero_page_entries`); `take_entry` releases those itself, so the
+    /// invalidation path doesn't test for them.
+    #[inline]
+    pub(crate) fn after_store(&self, old: SlotWord, old_entry: Option<Entry>) {
+        if let Some(e) = old_entry {
+            if old.zero_entry() {
+                self.release_zero_entry(&e);
+            } else {
+                self.release_entry(e);
+            }
+        }
+        if old.value() == SlotValue::Zero {
+            self.stats.sub(G::ZeroPages as usize, 1);
+        }
+    }
+
     /// Free everything an entry holds once it is out of the index: LRU node, pool object,
     /// charge, counters, and last its pool reference (which may free an old pool).
     pub(crate) fn release_entry(&self, e: Entry) {
-        if let Some(c) = self.cgroups.get(e.cgroup) {
-            c.lists[e.node as usize].lock().remove(e.lru);
-        }
         // SAFETY: the entry was taken out of the index by the caller, which now owns its pool
         // reference until the `put` below, the last use of `pool`.
         let pool = unsafe { self.pools.get(e.pool) };
+        if let Some(c) = self.cgroups.get(u32::from(e.cgroup)) {
+            // The entry's list: its node's, offset by its pool's with per-pool lists.
+            c.lists[pool.lane_base + usize::from(e.node)].remove(e.lru);
+        }
         if let Some(h) = Handle::from_raw(e.handle) {
             let _ = pool.zs.free(h);
         }
-        self.cgroups.uncharge(e.cgroup, u64::from(e.length));
+        self.cgroups
+            .uncharge(u32::from(e.cgroup), u64::from(e.length));
         self.stats.sub(G::StoredPages as usize, 1);
         if e.length as usize == PAGE_SIZE {
             self.stats.sub(G::StoredIncompressiblePages as usize, 1);

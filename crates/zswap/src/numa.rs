@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! NUMA node of the calling thread (entries go on the LRU list of the node that stored them,
 //! as the kernel puts an entry on its page's node, unless the caller names the node).
 

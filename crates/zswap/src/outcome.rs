@@ -38,9 +38,11 @@ pub enum RejectReason {
 /// Result of a store.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum StoreOutcome {
-    /// Compressed into the pool.
+    /// Compressed into the pool (or, with `Params::zero_page_entries`, a zero-filled page kept
+    /// with an entry of length 0: a zswap store, counted in zswpout).
     Stored,
-    /// A zero-filled page: recorded in the slot, no entry, no pool memory.
+    /// A zero-filled page: recorded in the slot, no entry, no pool memory (the swap core's
+    /// zeromap; swpout_zero).
     StoredZero,
     /// Did not compress; stored as-is (the cgroup may write back).
     StoredIncompressible,
@@ -63,11 +65,19 @@ pub enum LoadOutcome {
 /// What one slot holds (tests and diagnostics).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SlotState {
+    /// Nothing in the pool (the slot may still have a block in the backing store).
     Empty,
+    /// A zero-filled page without an entry.
     Zero,
+    /// An entry. `length` 0: a zero-filled page kept with an entry
+    /// (`Params::zero_page_entries`); it has no pool object, so `compressor` is only the
+    /// current pool's and `referenced` is false.
     Stored {
+        /// Compressed length (`PAGE_SIZE` for a page kept as-is).
         length: u16,
+        /// The entry pool's compressor.
         compressor: Algorithm,
+        /// The second-chance bit.
         referenced: bool,
     },
 }
@@ -75,7 +85,9 @@ pub enum SlotState {
 /// One live compressor pool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolInfo {
+    /// Its compressor.
     pub compressor: Algorithm,
+    /// Its zsmalloc chain size.
     pub chain_size: usize,
     /// Pages its zsmalloc pool holds.
     pub total_pages: u64,
@@ -90,15 +102,29 @@ pub struct PoolInfo {
 /// Metadata memory of the cache (entry slabs, slot tables, LRU nodes).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct MetadataUsage {
+    /// Slot words (4 bytes per slot of every shard that was ever used).
     pub index_bytes: u64,
+    /// Entry tables (24 bytes per slot of every shard that holds an entry; zero entries
+    /// included).
     pub entry_bytes: u64,
+    /// LRU nodes (16 bytes per entry on an LRU list).
     pub lru_bytes: u64,
+    /// What the pools' allocator keeps outside its zspages: handle tables (16 bytes per object,
+    /// never shrunk), zspage records and free lists (`uzswap_zsmalloc::Pool::metadata_bytes`).
+    pub allocator_bytes: u64,
+    /// Pages stored with an entry (`stored_pages`: compressed, as-is, zero entries).
     pub stored_pages: u64,
+    /// Zero-filled pages kept without an entry (a slot word each).
     pub zero_pages: u64,
+    /// Zero-filled pages kept with an entry (`Params::zero_page_entries`; part of
+    /// `stored_pages`): each costs an entry, as a `zswap_entry` did before "mm: zswap: store
+    /// zero-filled pages without a zswap_entry".
+    pub zero_entries: u64,
 }
 
 impl MetadataUsage {
+    /// Everything the cache and its allocator keep besides the pool pages themselves.
     pub fn total_bytes(&self) -> u64 {
-        self.index_bytes + self.entry_bytes + self.lru_bytes
+        self.index_bytes + self.entry_bytes + self.lru_bytes + self.allocator_bytes
     }
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Parameters, with the kernel's names and defaults, plus switches for behaviour of upstream patches that today's kernel does not have.
 
 use std::str::FromStr;
@@ -14,10 +15,57 @@ pub enum WarmProtection {
     /// swap-ins are subtracted from the freeable count.
     #[default]
     SecondChance,
-    /// "zswap: shrink zswap pool based on memory pressure" (6.8), in 6.8–6.11: estimate the number of warm entries per LRU (`nr_zswap_protected`:
-    /// grows on stores, rotations and disk swap-ins, decays to half when above a quarter of the
-    /// list) and never shrink into that region.
+    /// "zswap: shrink zswap pool based on memory pressure" (6.8), in 6.8–6.11: estimate the
+    /// number of warm entries per LRU (`nr_zswap_protected`: grows on stores, rotations and
+    /// disk swap-ins, decays to half when above a quarter of the list) and never shrink into
+    /// that region.
     ProtectedSize,
+}
+
+/// How the compressed entries are kept in LRU order: one LRU shared by every compressor pool
+/// (today's kernel), or one per pool (before "mm/zswap: global lru and shrinker shared by all
+/// zswap_pools", v3, merged in 6.9). Fixed when the cache is created, as `numa_nodes`: the
+/// per-(cgroup, node) lists are laid out for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+pub enum LruMode {
+    /// Since 6.9: one set of (cgroup, node) lists for all pools, one memory-pressure shrinker,
+    /// one pool-limit shrink worker; writeback takes the coldest entries whatever their pool.
+    #[default]
+    Global,
+    /// 6.8 (and earlier): each compressor pool has its own (cgroup, node) lists and its own
+    /// memory-pressure shrinker; every pool's shrinker runs under pressure, with no order
+    /// between them. A store over the pool limit queues the shrink work of the last pool of
+    /// `zswap_pools` (`zswap_pool_last_get`), the oldest live one, since a new pool is added at
+    /// the head; that work keeps its own cgroup cursor but, since "zswap: make shrinking
+    /// memcg-aware" (6.8), `shrink_memcg` walks the lists of the *current* pool
+    /// (`zswap_pool_current_get`). So after a compressor switch, limit-driven writeback takes
+    /// entries of the newest pool only, and the older pools' (colder) entries stay until they
+    /// are loaded, invalidated or reached by their pool's memory-pressure shrinker.
+    PerPool,
+}
+
+impl FromStr for LruMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        match s {
+            "global" => Ok(LruMode::Global),
+            "per-pool" => Ok(LruMode::PerPool),
+            _ => Err(Error::InvalidParam {
+                name: "lru",
+                value: s.to_string(),
+                expected: "global or per-pool",
+            }),
+        }
+    }
+}
+
+impl std::fmt::Display for LruMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LruMode::Global => "global",
+            LruMode::PerPool => "per-pool",
+        })
+    }
 }
 
 impl FromStr for WarmProtection {
@@ -26,9 +74,11 @@ impl FromStr for WarmProtection {
         match s {
             "second-chance" => Ok(WarmProtection::SecondChance),
             "protected-size" => Ok(WarmProtection::ProtectedSize),
-            _ => Err(Error::InvalidParam(format!(
-                "warm protection {s:?}: expected second-chance or protected-size"
-            ))),
+            _ => Err(Error::InvalidParam {
+                name: "warm_protection",
+                value: s.to_string(),
+                expected: "second-chance or protected-size",
+            }),
         }
     }
 }
@@ -73,6 +123,21 @@ pub struct Params {
     /// progress, so one run reaches the accept threshold; `uzswap replay` uses `true` to predict
     /// the kernel.
     pub rotation_is_failure: bool,
+    /// Zero-filled pages. `false` (today's kernel): kept without an entry, as the swap core's
+    /// zeromap does since "mm: store zero pages to be swapped out in a bitmap" (6.12), counted
+    /// as `swpout_zero` / `swpin_zero`. `true`: the behaviour before "mm: zswap: store
+    /// zero-filled pages without a zswap_entry" (RFC, Mar 2024): a zero-filled page is a zswap
+    /// store like any other (`zswpout` / `zswpin`, `stored_pages`, debugfs
+    /// `same_filled_pages`), with a real entry of length 0 (entry metadata, no pool memory, not
+    /// on the LRU), and it first passes the cgroup and pool limit checks, as `zswap_store` did
+    /// up to 6.9 (so it is rejected while the pool is full or zswap is disabled). Only
+    /// zero-filled pages: kernels up to 6.11 also kept pages filled with one non-zero word
+    /// this way. May change at run time: slots already kept either way stay valid.
+    pub zero_page_entries: bool,
+    /// One LRU for all pools, or one per pool (see [`LruMode`]). Fixed when the cache is
+    /// created. Per-pool lists are laid out for every pool slot ([`crate::MAX_POOLS`]) of every
+    /// cgroup: about 70 KiB per cgroup and node, allocated with the cgroup's chunk.
+    pub lru: LruMode,
     /// NUMA nodes the cache keeps LRU lists for (1..=`MAX_NUMA_NODES`; default: the machine's,
     /// `nr_nodes()`). Fixed when the cache is created. `store` uses the calling CPU's node
     /// (folded into the last list if the machine has more); `store_on_node` takes the node, so
@@ -95,6 +160,8 @@ impl Default for Params {
             warm_protection: WarmProtection::SecondChance,
             memcg_limit_sync_writeback: true,
             rotation_is_failure: false,
+            zero_page_entries: false,
+            lru: LruMode::Global,
             numa_nodes: crate::nr_nodes(),
         }
     }
@@ -102,35 +169,36 @@ impl Default for Params {
 
 impl Params {
     pub(crate) fn validate(&self) -> Result<(), Error> {
+        let bad = |name, value: &dyn std::fmt::Display, expected| {
+            Err(Error::InvalidParam {
+                name,
+                value: value.to_string(),
+                expected,
+            })
+        };
         if self.max_pool_percent > 100 {
-            return Err(Error::InvalidParam(format!(
-                "max_pool_percent {} > 100",
-                self.max_pool_percent
-            )));
+            return bad("max_pool_percent", &self.max_pool_percent, "0..=100");
         }
         if self.accept_threshold_percent > 100 {
-            return Err(Error::InvalidParam(format!(
-                "accept_threshold_percent {} > 100",
-                self.accept_threshold_percent
-            )));
+            return bad(
+                "accept_threshold_percent",
+                &self.accept_threshold_percent,
+                "0..=100",
+            );
         }
         if !(4..=16).contains(&self.chain_size) {
-            return Err(Error::InvalidParam(format!(
-                "chain_size {} not in 4..=16",
-                self.chain_size
-            )));
+            return bad("chain_size", &self.chain_size, "4..=16");
         }
         if !(1..=crate::MAX_NUMA_NODES).contains(&self.numa_nodes) {
-            return Err(Error::InvalidParam(format!(
-                "numa_nodes {} not in 1..={}",
-                self.numa_nodes,
-                crate::MAX_NUMA_NODES
-            )));
+            const _: () = assert!(crate::MAX_NUMA_NODES == 64, "update the text below");
+            return bad("numa_nodes", &self.numa_nodes, "1..=64 (MAX_NUMA_NODES)");
         }
         if self.total_memory_bytes < crate::PAGE_SIZE as u64 {
-            return Err(Error::InvalidParam(
-                "total_memory_bytes must be at least one page".into(),
-            ));
+            return bad(
+                "total_memory_bytes",
+                &self.total_memory_bytes,
+                "at least one page (4096)",
+            );
         }
         Ok(())
     }

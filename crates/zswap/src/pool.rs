@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Compressor pools: one zsmalloc pool per (compressor, chain size), the current one receiving
 //! new stores, old ones serving their entries until the last goes ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)).
 //!
@@ -28,24 +29,40 @@ pub(crate) struct ZswapPool {
     pub(crate) chain_size: usize,
     pub(crate) zs: Pool,
     pub(crate) refs: PoolRef,
+    /// The pool's first LRU list among a cgroup's lists: an entry of node `n` goes on lane
+    /// `lane_base + n`. 0 for every pool with the global LRU; `id × nodes` with per-pool lists.
+    pub(crate) lane_base: usize,
+    /// With per-pool lists, the cgroup cursor of this pool's shrink work (6.8's
+    /// `pool->next_shrink`); unused with the global LRU.
+    pub(crate) cursor: Mutex<Option<u32>>,
 }
 
-/// How a zswap pool keeps the memory of freed zspages.
+/// Chunks (2 MiB each) kept faulted in ahead of a growing pool: one to carve next while the
+/// thread faults in the other (a 2 MiB fault can take 5 ms when the hypervisor backs it, about
+/// what a store thread needs to fill a chunk).
+pub(crate) const PREFAULT_CHUNKS: usize = 2;
+
+/// How a zswap pool gets and keeps the memory of its zspages (`uzswap_zsmalloc`'s arena).
 ///
-/// * Transparent huge pages: fresh anonymous memory costs about 1.2 µs per 4 KiB page to fault
-///   in on the test VM (the kernel clears, charges and maps it), 0.5 µs per stored page at a
-///   0.4 ratio; 2 MiB pages cost about 0.17 µs per 4 KiB.
+/// * Transparent huge pages, in 2 MiB chunks that go back to the OS whole when wholly free:
+///   fresh anonymous memory costs 1.5-2 µs per 4 KiB page to fault in on the test VM (the
+///   kernel clears, charges and maps it; the kernel's zsmalloc takes uncleared pages from its
+///   page allocator), 0.3-0.5 µs with huge pages, or 3-10 µs when the hypervisor must back a
+///   huge page the guest had given back (free page reporting).
+/// * [`PREFAULT_CHUNKS`] chunks faulted in ahead of a growing pool by the arena's thread, so a
+///   store into a growing pool waits for neither; the memory cost is up to that many chunks
+///   beyond the pool's pages while it grows (returned after the decay time).
 /// * Freed zspages stay resident for the decay time (1 s) before going back to the OS, bounded
-///   by `max_cached_pages`, the pool limit. The kernel's zsmalloc gives pages back to the buddy
-///   allocator, which hands them out again without clearing them; user space can only get
-///   memory back from the kernel cleared and faulted in again. Keeping freed runs for a second
-///   is what makes swap-in / swap-out churn cost what it costs the kernel. Since cached pages
-///   come only from frees, the pool's RSS never exceeds its own peak of the last second (itself
-///   at most the limit); the shrink worker returns expired runs when the cache goes idle, and
-///   memory pressure (the shrinker, PSI) returns them at once.
+///   by `max_cached_pages`, the pool limit. User space can only get memory back from the
+///   kernel cleared and faulted in again, so keeping freed runs for a second is what makes
+///   swap-in / swap-out churn cost what it costs the kernel. Since cached pages come only from
+///   frees, the pool's RSS never exceeds its own peak of the last second (itself at most the
+///   limit) plus the open chunk and the prefaulted ones; the shrink worker returns expired
+///   memory when the cache goes idle, and memory pressure (the shrinker, PSI) at once.
 pub(crate) fn memory_policy(max_cached_pages: usize) -> MemoryPolicy {
     MemoryPolicy {
         transparent_huge_pages: true,
+        prefault_chunks: PREFAULT_CHUNKS,
         max_cached_pages,
         ..MemoryPolicy::default()
     }
@@ -63,6 +80,9 @@ pub(crate) struct Pools {
     instance: u64,
     /// Current bound of every pool's freed-memory cache (the pool limit, in pages).
     max_cached_pages: AtomicUsize,
+    /// LRU lists per pool in a cgroup: 0 with the global LRU (every pool shares lanes
+    /// `0..nodes`), `nodes` with per-pool lists.
+    lanes_per_pool: usize,
 }
 
 /// A thread's view of one cache's pools.
@@ -81,11 +101,13 @@ const SNAPSHOTS_PER_THREAD: usize = 4;
 
 impl Pools {
     /// `max_cached_pages`: bound of each pool's cache of freed zspage memory (see
-    /// [`memory_policy`]).
+    /// [`memory_policy`]). `lanes_per_pool`: 0 for the global LRU, the node count for per-pool
+    /// lists (see `ZswapPool::lane_base`).
     pub(crate) fn new(
         alg: Algorithm,
         chain_size: usize,
         max_cached_pages: usize,
+        lanes_per_pool: usize,
     ) -> Result<Pools, Error> {
         static INSTANCES: AtomicU64 = AtomicU64::new(1);
         let pools = Pools {
@@ -99,6 +121,7 @@ impl Pools {
             generation: AtomicU64::new(1),
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             max_cached_pages: AtomicUsize::new(max_cached_pages),
+            lanes_per_pool,
         };
         pools.switch(alg, chain_size)?;
         Ok(pools)
@@ -122,6 +145,8 @@ impl Pools {
             chain_size,
             zs,
             refs: PoolRef::new(),
+            lane_base: self.lane_base(id as u16),
+            cursor: Mutex::new(None),
         });
         self.table[id].store(Arc::as_ptr(&pool).cast_mut(), Ordering::Release);
         reg.live.push(pool.clone());
@@ -223,6 +248,21 @@ impl Pools {
         }
     }
 
+    /// The `lane_base` of pool table index `id` (no need for the pool to be alive).
+    #[inline]
+    pub(crate) fn lane_base(&self, id: u16) -> usize {
+        usize::from(id) * self.lanes_per_pool
+    }
+
+    /// Per-pool LRU lists (`lanes_per_pool` > 0) or the global LRU.
+    pub(crate) fn lru_mode(&self) -> crate::LruMode {
+        if self.lanes_per_pool == 0 {
+            crate::LruMode::Global
+        } else {
+            crate::LruMode::PerPool
+        }
+    }
+
     /// Pages held by all live pools (`zswap_total_pages`).
     pub(crate) fn total_pages(&self) -> u64 {
         self.reg
@@ -256,8 +296,20 @@ impl Pools {
         self.live().iter().map(|p| p.zs.compact() as u64).sum()
     }
 
+    /// The live pools, oldest first.
     pub(crate) fn live(&self) -> Vec<Arc<ZswapPool>> {
         self.reg.lock().live.clone()
+    }
+
+    /// The oldest live pool: the last of the kernel's `zswap_pools` list, where a new pool is
+    /// added at the head (`zswap_pool_last_get`, 6.8).
+    pub(crate) fn oldest(&self) -> Arc<ZswapPool> {
+        self.reg
+            .lock()
+            .live
+            .first()
+            .cloned()
+            .expect("a current pool always exists")
     }
 
     pub(crate) fn current(&self) -> Arc<ZswapPool> {

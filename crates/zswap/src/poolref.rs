@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! A pool reference count that scales with threads, modelled on the kernel's `percpu_ref`.
 //!
 //! Every stored entry holds one reference on its pool ("mm/zswap: optimize for dynamic zswap_pools" (v3, 6.9)). A single atomic would be a
@@ -12,11 +13,12 @@
 //! fails; its stripe went +1 then -1, which can only make a concurrent sum larger, never a false
 //! zero. Puts only decrease, and the last put in the total order sees all of them.
 
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::SeqCst};
+use std::sync::atomic::Ordering::SeqCst;
 
 use crossbeam_utils::CachePadded;
 
 use crate::stats::{nr_stripes, stripe_index};
+use crate::sync::{AtomicBool, AtomicI64};
 
 pub(crate) struct PoolRef {
     stripes: Box<[CachePadded<AtomicI64>]>,
@@ -50,18 +52,29 @@ impl PoolRef {
     /// Take a reference unless the pool has been killed. `Err(state)` on failure.
     #[inline]
     pub(crate) fn tryget(&self) -> Result<(), RefState> {
-        let s = &self.stripes[stripe_index()];
-        s.fetch_add(1, SeqCst);
+        self.tryget_at(stripe_index())
+    }
+
+    /// `tryget` on stripe `i` (the loom models choose the stripe).
+    #[inline]
+    pub(crate) fn tryget_at(&self, i: usize) -> Result<(), RefState> {
+        self.stripes[i].fetch_add(1, SeqCst);
         if !self.killed.load(SeqCst) {
             return Ok(());
         }
-        Err(self.put())
+        Err(self.put_at(i))
     }
 
     /// Drop one reference.
     #[inline]
     pub(crate) fn put(&self) -> RefState {
-        self.stripes[stripe_index()].fetch_sub(1, SeqCst);
+        self.put_at(stripe_index())
+    }
+
+    /// `put` on stripe `i`.
+    #[inline]
+    pub(crate) fn put_at(&self, i: usize) -> RefState {
+        self.stripes[i].fetch_sub(1, SeqCst);
         if !self.killed.load(SeqCst) {
             return RefState::Alive;
         }

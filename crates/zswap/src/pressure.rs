@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The PSI pressure source: a background thread that arms a Linux PSI trigger
 //! (`/proc/pressure/memory` or a cgroup's `memory.pressure`), polls it for `POLLPRI`, and runs
 //! the memory-pressure shrinker on each event.
@@ -44,10 +45,9 @@ impl PressureConfig {
         let window = it.next().and_then(|v| v.parse::<u64>().ok());
         match (kind, stall, window, it.next()) {
             (Some("some" | "full"), Some(s), Some(w), None) if s > 0 && s <= w => Ok(()),
-            _ => Err(Error::Pressure(format!(
-                "bad trigger {:?}: expected \"some|full STALL_US WINDOW_US\"",
-                self.trigger
-            ))),
+            _ => Err(Error::PressureTrigger {
+                trigger: self.trigger.clone(),
+            }),
         }
     }
 }
@@ -66,21 +66,17 @@ impl Monitor {
             .write(true)
             .custom_flags(libc::O_NONBLOCK)
             .open(&cfg.path)
-            .map_err(|e| Error::Pressure(format!("open {}: {e}", cfg.path.display())))?;
+            .map_err(|source| Error::PressureOpen {
+                path: cfg.path.clone(),
+                source,
+            })?;
         // The trigger string must be written in one write, NUL included, as PSI expects.
         let mut msg = cfg.trigger.clone().into_bytes();
         msg.push(0);
-        file.write_all(&msg).map_err(|e| {
-            let hint = if e.raw_os_error() == Some(libc::EINVAL) {
-                " (windows must be 0.5..10 s; without CAP_SYS_RESOURCE a multiple of 2 s)"
-            } else {
-                ""
-            };
-            Error::Pressure(format!(
-                "arm trigger {:?} on {}: {e}{hint}",
-                cfg.trigger,
-                cfg.path.display()
-            ))
+        file.write_all(&msg).map_err(|source| Error::PressureArm {
+            path: cfg.path.clone(),
+            trigger: cfg.trigger.clone(),
+            source,
         })?;
         let stop = Arc::new(AtomicBool::new(false));
         let events = Arc::new(AtomicU64::new(0));
@@ -115,7 +111,7 @@ impl Monitor {
                 }
                 drop(file);
             })
-            .map_err(|e| Error::Pressure(format!("spawn: {e}")))?;
+            .map_err(Error::PressureSpawn)?;
         Ok(Monitor {
             stop,
             events,
@@ -140,6 +136,7 @@ mod tests {
     use crate::{Error, PressureConfig};
 
     #[test]
+    #[cfg_attr(miri, ignore = "PSI files and poll(2) are not available under Miri")]
     fn pressure_monitor_arms_a_psi_trigger() {
         let z = cache();
         let bad = PressureConfig {
@@ -148,7 +145,7 @@ mod tests {
         };
         assert!(matches!(
             z.start_pressure_monitor(bad),
-            Err(Error::Pressure(_))
+            Err(Error::PressureTrigger { .. })
         ));
         if !std::path::Path::new("/proc/pressure/memory").exists() {
             writeln!(

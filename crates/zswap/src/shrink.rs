@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Writeback and the two shrinkers.
 //!
 //! * `walk_one`: the LRU walk callback (`shrink_memcg_cb`): rotate, second chance, revalidate,
@@ -8,7 +9,16 @@
 //!   walk and don't count as failures, expected outcomes aren't failures, give up after 16 real
 //!   failures.
 //! * `shrinker_count` / `shrinker_scan`: the memory-pressure shrinker per (cgroup, node) with
-//!   the heuristics of "zswap: shrink zswap pool based on memory pressure" (6.8).
+//!   the heuristics of "zswap: shrink zswap pool based on memory pressure" (6.8); `shrink_slab`
+//!   drives it as the kernel's `do_shrink_slab` does.
+//!
+//! The walks take a *lane*, the index of one LRU list among a cgroup's lists: the node with
+//! the global LRU; with `LruMode::PerPool` (6.8, before "mm/zswap: global lru and shrinker
+//! shared by all zswap_pools", v3, 6.9) a pool's lane base plus the node. Per-pool mode changes
+//! only which lists are walked: `shrink_memcg` walks the current pool's (6.8 took
+//! `zswap_pool_current_get()` there), the worker runs with the oldest pool's cgroup cursor (the
+//! shrink work of `zswap_pool_last_get()`), and each pool has its own memory-pressure
+//! shrinker. The worker's retry rules are today's in both modes.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -19,10 +29,12 @@ use crate::cache::Inner;
 use crate::index::{SlotValue, SlotWord};
 use crate::lru::unpack_slot;
 use crate::stats::{C, G};
-use crate::{WarmProtection, PAGE_SIZE};
+use crate::{LruMode, WarmProtection, PAGE_SIZE};
 
 /// The kernel's MAX_RECLAIM_RETRIES.
 const MAX_RECLAIM_RETRIES: u32 = 16;
+/// The kernel's SHRINK_BATCH (zswap's shrinker leaves `batch` at 0).
+const SHRINK_BATCH: u64 = 128;
 
 /// Result of a memory-pressure scan.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -64,17 +76,17 @@ pub(crate) enum ShrinkErr {
 }
 
 impl Inner {
-    /// Look at the coldest entry of list (`list_cg`, `node`).
-    pub(crate) fn walk_one(&self, list_cg: u32, node: usize, warm: WarmProtection) -> Walk {
+    /// Look at the coldest entry of list (`list_cg`, `lane`).
+    pub(crate) fn walk_one(&self, list_cg: u32, lane: usize, warm: WarmProtection) -> Walk {
         let Some(cg) = self.cgroups.get(list_cg) else {
             return Walk::Empty;
         };
-        let Some(list) = cg.lists.get(node) else {
+        let Some(list) = cg.lists.get(lane) else {
             return Walk::Empty;
         };
         // Rotate before dropping the list lock: whatever happens next, the entry is no longer
         // at the head, and the walk can't spin on it.
-        let Some((idx, key)) = list.lock().rotate_head() else {
+        let Some((idx, key)) = list.rotate_head() else {
             return Walk::Empty;
         };
         let slot = unpack_slot(key);
@@ -94,21 +106,21 @@ impl Inner {
         };
         let e = *t.entry(ei);
         // Revalidate by identity: the entry must still be the one this node belongs to.
-        if e.lru != idx || e.cgroup != list_cg || e.node as usize != node {
+        if e.lru != idx || u32::from(e.cgroup) != list_cg || self.entry_lane(&e) != lane {
             return Walk::Stale;
         }
         if warm == WarmProtection::SecondChance && e.referenced {
             t.entry_mut(ei).referenced = false;
             return Walk::Rotated;
         }
-        if !self.cgroups.writeback_enabled(e.cgroup) {
+        if !self.cgroups.writeback_enabled(u32::from(e.cgroup)) {
             return Walk::NoWriteback;
         }
         t.set_word(i, w.with_writeback());
         drop(t);
         // The slot is ours: decompress and write with no lock held.
         let res = with_buf(&PAGE_BUF, PAGE_SIZE, |buf| {
-            if !self.decompress_entry(&e, buf) {
+            if self.decompress_entry(&e, buf).is_err() {
                 return Err(G::DecompressFail);
             }
             area.store
@@ -119,13 +131,16 @@ impl Inner {
         match res {
             Ok(()) => {
                 t.free_entry(ei);
-                t.set_word(i, SlotWord::EMPTY.with_value(SlotValue::OnDisk(e.cgroup)));
+                t.set_word(
+                    i,
+                    SlotWord::EMPTY.with_value(SlotValue::OnDisk(u32::from(e.cgroup))),
+                );
                 shard.wake(&t);
                 drop(t);
                 self.release_entry(e);
                 self.count(G::WrittenBackPages);
                 self.count(G::Zswpwb);
-                self.cgroups.event(e.cgroup, C::Zswpwb);
+                self.cgroups.event(u32::from(e.cgroup), C::Zswpwb);
                 Walk::WrittenBack
             }
             Err(g) => {
@@ -134,7 +149,8 @@ impl Inner {
                 drop(t);
                 self.count(g);
                 if warm == WarmProtection::ProtectedSize {
-                    list.lock().nr_protected += 1;
+                    // zswap_lru_putback: the (cgroup, node) lruvec's estimate.
+                    cg.protected[lane % self.nodes].fetch_add(1, Relaxed);
                 }
                 Walk::Failed
             }
@@ -142,9 +158,9 @@ impl Inner {
     }
 
     /// Walk one entry across the lists `owner` covers (its own, then absorbed ones).
-    fn walk_owner(&self, owner: u32, node: usize, warm: WarmProtection) -> Walk {
+    fn walk_owner(&self, owner: u32, lane: usize, warm: WarmProtection) -> Walk {
         for id in self.cgroups.walk_ids(owner) {
-            match self.walk_one(id, node, warm) {
+            match self.walk_one(id, lane, warm) {
                 Walk::Empty => continue,
                 w => return w,
             }
@@ -167,6 +183,15 @@ impl Inner {
         }
     }
 
+    /// The first lane `shrink_memcg` walks: the global lists, or with per-pool lists the
+    /// current pool's (6.8's `shrink_memcg` walked `zswap_pool_current_get()->list_lru`).
+    fn writeback_lane_base(&self) -> usize {
+        match self.lru_mode() {
+            LruMode::Global => 0,
+            LruMode::PerPool => self.pools.current().lane_base,
+        }
+    }
+
     /// `shrink_memcg`: write back at most one entry per node of `cg`.
     pub(crate) fn shrink_memcg(&self, cg: u32) -> Result<(), ShrinkErr> {
         let online = self.cgroups.get(cg).is_some_and(|c| c.is_online());
@@ -174,9 +199,10 @@ impl Inner {
             return Err(ShrinkErr::NoEnt);
         }
         let warm = self.hot.warm();
+        let base = self.writeback_lane_base();
         let (mut scanned, mut shrunk, mut rotated) = (0, 0, 0);
         for node in 0..self.nodes {
-            let w = self.walk_owner(cg, node, warm);
+            let w = self.walk_owner(cg, base + node, warm);
             self.count_walk(w);
             match w {
                 Walk::Empty => {}
@@ -203,16 +229,23 @@ impl Inner {
     }
 
     /// The global shrink worker: round-robin over online cgroups until the pool is at or below
-    /// the accept threshold.
+    /// the accept threshold. With per-pool lists this is the shrink work of the oldest live
+    /// pool (a store over the limit queued `zswap_pool_last_get()`'s `shrink_work` in 6.8): it
+    /// moves that pool's cgroup cursor, while `shrink_memcg` walks the current pool's lists.
     pub(crate) fn shrink_worker(&self) {
         self.count(G::ShrinkWorkerRuns);
         let thr = self.hot.accept_pages.load(Relaxed);
         let (mut failures, mut attempts) = (0u32, 0u32);
+        let work_pool = (self.lru_mode() == LruMode::PerPool).then(|| self.pools.oldest());
         loop {
             if self.pools.total_pages() <= thr || self.stopping() {
                 return;
             }
-            match self.cgroups.iter_next() {
+            let next = match &work_pool {
+                None => self.cgroups.iter_next(),
+                Some(p) => self.cgroups.iter_next_from(&p.cursor),
+            };
+            match next {
                 None => {
                     // A full walk ended. Only a walk with no attempt at all is a failure;
                     // offline and empty cgroups were skipped, not counted ("mm: zswap: fix global
@@ -251,18 +284,43 @@ impl Inner {
         }
     }
 
-    /// Entries on the lists `cg` covers for `node`.
-    fn lru_len(&self, cg: u32, node: usize) -> u64 {
+    /// Entries on the lists `cg` covers for `lane`.
+    fn lru_len(&self, cg: u32, lane: usize) -> u64 {
         self.cgroups
             .walk_ids(cg)
             .into_iter()
             .filter_map(|id| self.cgroups.get(id))
-            .filter_map(|c| c.lists.get(node).map(|l| l.lock().len()))
+            .filter_map(|c| c.lists.get(lane).map(|l| l.len()))
             .sum()
     }
 
-    /// `zswap_shrinker_count`.
+    /// The lanes of `node` whose shrinkers run for (cgroup, node): the node's list, or one
+    /// per live pool (each pool registered its own shrinker before "mm/zswap: global lru and
+    /// shrinker shared by all zswap_pools"), in pool-slot order, as shrinkers run in id order.
+    fn shrinker_lanes(&self, node: usize) -> Vec<usize> {
+        match self.lru_mode() {
+            LruMode::Global => vec![node],
+            LruMode::PerPool => {
+                let mut lanes = self.lanes(node);
+                lanes.sort_unstable();
+                lanes
+            }
+        }
+    }
+
+    /// `zswap_shrinker_count`: the sum over the shrinkers of (`cg`, `node`).
     pub(crate) fn shrinker_count(&self, cg: u32, node: usize) -> u64 {
+        if self.lru_mode() == LruMode::Global || node >= self.nodes {
+            return self.shrinker_count_lane(cg, node, node);
+        }
+        self.shrinker_lanes(node)
+            .into_iter()
+            .map(|lane| self.shrinker_count_lane(cg, node, lane))
+            .sum()
+    }
+
+    /// `zswap_shrinker_count` of the shrinker whose list is `lane`.
+    fn shrinker_count_lane(&self, cg: u32, node: usize, lane: usize) -> u64 {
         if !self.hot.shrinker_enabled.load(Relaxed) || !self.cgroups.writeback_enabled(cg) {
             return 0;
         }
@@ -272,12 +330,13 @@ impl Inner {
         if node >= self.nodes {
             return 0;
         }
+        // The cgroup's figures, whatever the pool (memcg stats in 6.8 too).
         let nr_backing = c.stats.gauge(C::ZswapBytes as usize) / PAGE_SIZE as u64;
         let nr_stored = c.stats.gauge(C::Zswapped as usize);
         if nr_stored == 0 {
             return 0;
         }
-        let mut nr_freeable = self.lru_len(cg, node);
+        let mut nr_freeable = self.lru_len(cg, lane);
         if nr_freeable == 0 {
             return 0;
         }
@@ -299,7 +358,7 @@ impl Inner {
                 }
             }
             WarmProtection::ProtectedSize => {
-                let protected = c.lists[node].lock().nr_protected;
+                let protected = c.protected[node].load(Relaxed);
                 nr_freeable = nr_freeable.saturating_sub(protected);
             }
         }
@@ -310,8 +369,31 @@ impl Inner {
         ((nr_freeable as u128 * nr_backing as u128) / nr_stored as u128) as u64
     }
 
-    /// `zswap_shrinker_scan`.
-    pub(crate) fn shrinker_scan(&self, cg: u32, node: usize, nr_to_scan: u64) -> crate::ShrinkScan {
+    /// `zswap_shrinker_scan` of (`cg`, `node`); with per-pool lists each pool's in turn,
+    /// sharing `nr_to_scan`, `stop` when every one asked said so.
+    pub(crate) fn shrinker_scan(&self, cg: u32, node: usize, nr_to_scan: u64) -> ShrinkScan {
+        if self.lru_mode() == LruMode::Global || node >= self.nodes {
+            return self.shrinker_scan_lane(cg, node, node, nr_to_scan);
+        }
+        let mut total = ShrinkScan {
+            stop: true,
+            ..ShrinkScan::default()
+        };
+        for lane in self.shrinker_lanes(node) {
+            let left = nr_to_scan.saturating_sub(total.scanned);
+            if left == 0 {
+                break;
+            }
+            let r = self.shrinker_scan_lane(cg, node, lane, left);
+            total.scanned += r.scanned;
+            total.freed += r.freed;
+            total.stop &= r.stop;
+        }
+        total
+    }
+
+    /// `zswap_shrinker_scan` of the shrinker whose list is `lane`.
+    fn shrinker_scan_lane(&self, cg: u32, node: usize, lane: usize, nr_to_scan: u64) -> ShrinkScan {
         let mut r = ShrinkScan::default();
         let online = self.cgroups.get(cg).is_some_and(|c| c.is_online());
         if !self.hot.shrinker_enabled.load(Relaxed)
@@ -324,11 +406,11 @@ impl Inner {
         }
         let warm = self.hot.warm();
         if warm == WarmProtection::ProtectedSize {
-            let lru_size = self.lru_len(cg, node);
+            let lru_size = self.lru_len(cg, lane);
             let protected = self
                 .cgroups
                 .get(cg)
-                .map_or(0, |c| c.lists[node].lock().nr_protected);
+                .map_or(0, |c| c.protected[node].load(Relaxed));
             if protected >= lru_size.saturating_sub(nr_to_scan) {
                 r.stop = true;
                 return r;
@@ -336,7 +418,7 @@ impl Inner {
         }
         let mut met_loading = false;
         while r.scanned < nr_to_scan {
-            let w = self.walk_owner(cg, node, warm);
+            let w = self.walk_owner(cg, lane, warm);
             self.count_walk(w);
             match w {
                 Walk::Empty => break,
@@ -356,6 +438,57 @@ impl Inner {
         r
     }
 
+    /// `shrink_slab` for zswap's shrinker(s) of (`cg`, `node`): see [`crate::Zswap::shrink_slab`].
+    pub(crate) fn shrink_slab(&self, cg: u32, node: usize, priority: u32) -> ShrinkScan {
+        self.shrink_slab_with(cg, node, priority, false)
+    }
+
+    /// `do_shrink_slab` for each shrinker of (`cg`, `node`), without its deferred work:
+    /// `delta = (count >> priority) × 4 / DEFAULT_SEEKS`, at most `2 × count`, scanned in
+    /// batches while at least a batch or the whole count is left. `at_least_one` (the PSI pass):
+    /// scan at least one entry of a shrinker with a count, in batches until `delta` is done.
+    fn shrink_slab_with(
+        &self,
+        cg: u32,
+        node: usize,
+        priority: u32,
+        at_least_one: bool,
+    ) -> ShrinkScan {
+        let mut total = ShrinkScan {
+            stop: true,
+            ..ShrinkScan::default()
+        };
+        if node >= self.nodes {
+            return total;
+        }
+        for lane in self.shrinker_lanes(node) {
+            let count = self.shrinker_count_lane(cg, node, lane);
+            if count == 0 {
+                continue;
+            }
+            let delta = (count >> priority.min(63)) * 2;
+            let mut todo = if at_least_one {
+                delta.max(1)
+            } else {
+                delta.min(2 * count)
+            };
+            let mut stopped = false;
+            while todo > 0 && (at_least_one || todo >= SHRINK_BATCH || todo >= count) {
+                let batch = todo.min(SHRINK_BATCH);
+                let r = self.shrinker_scan_lane(cg, node, lane, batch);
+                total.scanned += r.scanned;
+                total.freed += r.freed;
+                todo -= batch;
+                if r.stop {
+                    stopped = true;
+                    break;
+                }
+            }
+            total.stop &= stopped;
+        }
+        total
+    }
+
     /// One memory-pressure pass over all online cgroups and nodes.
     pub(crate) fn shrink_all(&self, priority: u32) -> u64 {
         // What costs no I/O goes first: zsmalloc's own shrinker compacts the pools, which also
@@ -367,21 +500,7 @@ impl Inner {
                 continue;
             }
             for node in 0..self.nodes {
-                let count = self.shrinker_count(cg, node);
-                if count == 0 {
-                    continue;
-                }
-                // shrink_slab's delta with DEFAULT_SEEKS: (freeable >> priority) * 4 / 2.
-                let mut todo = ((count >> priority.min(63)) * 2).max(1);
-                while todo > 0 {
-                    let batch = todo.min(128);
-                    let r = self.shrinker_scan(cg, node, batch);
-                    freed += r.freed;
-                    todo -= batch;
-                    if r.stop {
-                        break;
-                    }
-                }
+                freed += self.shrink_slab_with(cg, node, priority, true).freed;
             }
         }
         freed
@@ -391,7 +510,89 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use crate::testutil::{cache, page, set_loading};
-    use crate::{CgroupId, LoadOutcome, SwapSlot, PAGE_SIZE};
+    use crate::{Algorithm, CgroupId, LoadOutcome, LruMode, Params, SwapSlot, Zswap, PAGE_SIZE};
+
+    /// 6.8: a store over the limit queues the oldest pool's shrink work, whose walk moves that
+    /// pool's own cgroup cursor (`pool->next_shrink`), while `shrink_memcg` walks the current
+    /// pool's lists; the current pool's cursor stays where it was. Removing a cgroup moves every
+    /// pool's cursor off it (`zswap_memcg_offline_cleanup`).
+    #[test]
+    fn per_pool_worker_runs_with_the_oldest_pools_cursor() {
+        let swap = std::sync::Arc::new(
+            crate::SwapFile::create_temp(&std::env::temp_dir(), 0, 256).unwrap(),
+        );
+        for _ in 0..256 {
+            swap.alloc_slot().unwrap();
+        }
+        let z = Zswap::new(Params {
+            lru: LruMode::PerPool,
+            numa_nodes: 1,
+            proactive_shrink: false,
+            total_memory_bytes: 64 << 20,
+            ..Params::default()
+        })
+        .unwrap();
+        z.add_swap_file(swap).unwrap();
+        let a = z.create_cgroup(CgroupId::ROOT).unwrap();
+        let b = z.create_cgroup(CgroupId::ROOT).unwrap();
+        for i in 0..64 {
+            let cg = [CgroupId::ROOT, a, b][i as usize % 3];
+            z.store(SwapSlot::new(0, i), &page(i as u8), cg);
+        }
+        z.set_params(Params {
+            compressor: Algorithm::Zstd { level: 1 },
+            ..z.params()
+        })
+        .unwrap();
+        // Incompressible pages in the new pool: one pool page each, so the walk stops after
+        // a few writebacks, in the middle of a round.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 64..96 {
+            let noise: Vec<u8> = (0..PAGE_SIZE)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            let cg = [CgroupId::ROOT, a, b][i as usize % 3];
+            z.store(SwapSlot::new(0, i), &noise, cg);
+        }
+        let (oldest, current) = (z.inner.pools.oldest(), z.inner.pools.current());
+        assert_ne!(oldest.id, current.id);
+        assert_eq!(current.lane_base, usize::from(current.id));
+        // An accept threshold two pages below the pool.
+        z.set_params(Params {
+            max_pool_percent: 100,
+            accept_threshold_percent: 100,
+            total_memory_bytes: (z.pool_total_pages() - 2) * PAGE_SIZE as u64,
+            ..z.params()
+        })
+        .unwrap();
+        z.run_shrink_worker();
+        assert_eq!(z.counters().written_back_pages, 2);
+        assert!(
+            oldest.cursor.lock().is_some(),
+            "the oldest pool's cursor moved"
+        );
+        assert!(current.cursor.lock().is_none());
+        assert_eq!(
+            *z.inner.cgroups.cursor.lock(),
+            None,
+            "the global cursor is unused"
+        );
+        // Only the current (zstd) pool's entries were written back.
+        for i in 0..64 {
+            assert!(matches!(
+                z.slot_state(SwapSlot::new(0, i)),
+                Some(crate::SlotState::Stored { .. })
+            ));
+        }
+        *oldest.cursor.lock() = Some(a.0);
+        z.remove_cgroup(a).unwrap();
+        assert_eq!(*oldest.cursor.lock(), Some(0));
+    }
 
     #[test]
     fn pressure_shrinker_stops_at_a_page_being_loaded() {

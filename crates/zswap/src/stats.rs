@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Striped counters and the public counter snapshot.
 //!
 //! Hot-path counters are never a single shared atomic: every thread adds into its own stripe
@@ -12,17 +13,20 @@
 //! locked add costs about 20 cycles even on an uncontended line, and a store or load touches
 //! several counters.
 
+#[cfg(not(loom))]
 use std::cell::Cell;
-use std::sync::atomic::{
-    AtomicBool, AtomicU64, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
-};
+use std::sync::atomic::{Ordering::Acquire, Ordering::Relaxed, Ordering::Release};
+#[cfg(not(loom))]
 use std::sync::OnceLock;
 
 use crossbeam_utils::CachePadded;
 use serde::Serialize;
 
+use crate::sync::{AtomicBool, AtomicU64};
+
 /// Number of stripes: a power of two, about four times the CPU count (at least 8), so each
 /// thread of a typical process gets a stripe of its own.
+#[cfg(not(loom))]
 pub(crate) fn nr_stripes() -> usize {
     static N: OnceLock<usize> = OnceLock::new();
     *N.get_or_init(|| {
@@ -31,45 +35,60 @@ pub(crate) fn nr_stripes() -> usize {
     })
 }
 
+/// Two stripes in the loom models: the shared one and one to own.
+#[cfg(loom)]
+pub(crate) fn nr_stripes() -> usize {
+    2
+}
+
 const MAX_STRIPES: usize = 64;
 /// The stripe of threads that own none (updated atomically).
 const SHARED_STRIPE: usize = 0;
 
 /// Stripes owned by a live thread.
+#[cfg(not(loom))]
 static OWNED: [AtomicBool; MAX_STRIPES] = [const { AtomicBool::new(false) }; MAX_STRIPES];
 
 /// Gives this thread's owned stripe back when the thread exits. Holds nothing itself: the
 /// stripe lives in `STRIPE`, a key without a destructor, so reading it is one thread-local
 /// load (a key with a destructor is checked for registration on every access), and every load
 /// and store updates four or five counters.
+#[cfg(not(loom))]
 struct StripeGuard;
 
+#[cfg(not(loom))]
 const UNSET: usize = usize::MAX;
 
-impl StripeGuard {
-    fn claim() -> usize {
-        // Acquire: the previous owner's plain updates of the row happen before ours.
-        (1..nr_stripes())
-            .find(|&i| {
-                !OWNED[i].load(Relaxed)
-                    && OWNED[i]
-                        .compare_exchange(false, true, Acquire, Relaxed)
-                        .is_ok()
-            })
-            .unwrap_or(SHARED_STRIPE)
-    }
+/// Claims a free stripe among `1..n` of `owned` for this thread, or the shared one.
+pub(crate) fn claim_stripe_in(owned: &[AtomicBool], n: usize) -> usize {
+    // Acquire: the previous owner's plain updates of the row happen before ours.
+    (1..n)
+        .find(|&i| {
+            !owned[i].load(Relaxed)
+                && owned[i]
+                    .compare_exchange(false, true, Acquire, Relaxed)
+                    .is_ok()
+        })
+        .unwrap_or(SHARED_STRIPE)
 }
 
+/// Gives an owned stripe back (its row's plain updates happen before the next owner's).
+pub(crate) fn release_stripe_in(owned: &[AtomicBool], i: usize) {
+    owned[i].store(false, Release);
+}
+
+#[cfg(not(loom))]
 impl Drop for StripeGuard {
     fn drop(&mut self) {
         // Later updates from this thread's teardown go to the shared stripe.
         let i = STRIPE.with(|s| s.replace(SHARED_STRIPE));
         if i != UNSET && i != SHARED_STRIPE {
-            OWNED[i].store(false, Release);
+            release_stripe_in(&OWNED, i);
         }
     }
 }
 
+#[cfg(not(loom))]
 thread_local! {
     /// This thread's stripe, `UNSET` until its first counter update.
     static STRIPE: Cell<usize> = const { Cell::new(UNSET) };
@@ -77,6 +96,7 @@ thread_local! {
 }
 
 /// This thread's stripe (claimed the first time a thread touches a counter).
+#[cfg(not(loom))]
 #[inline]
 pub(crate) fn stripe_index() -> usize {
     let v = STRIPE.with(Cell::get);
@@ -87,6 +107,13 @@ pub(crate) fn stripe_index() -> usize {
     }
 }
 
+/// Under loom every thread uses the shared stripe; the models claim stripes explicitly.
+#[cfg(loom)]
+pub(crate) fn stripe_index() -> usize {
+    SHARED_STRIPE
+}
+
+#[cfg(not(loom))]
 #[cold]
 #[inline(never)]
 fn claim_stripe() -> usize {
@@ -94,7 +121,7 @@ fn claim_stripe() -> usize {
     if GUARD.try_with(|_| ()).is_err() {
         return SHARED_STRIPE;
     }
-    let v = StripeGuard::claim();
+    let v = claim_stripe_in(&OWNED, nr_stripes());
     STRIPE.with(|s| s.set(v));
     v
 }
@@ -114,7 +141,12 @@ impl<const N: usize> Striped<N> {
 
     #[inline(always)]
     pub(crate) fn add(&self, i: usize, v: u64) {
-        let s = stripe_index();
+        self.add_on(stripe_index(), i, v);
+    }
+
+    /// `add` on stripe `s` (the loom models choose the stripe).
+    #[inline(always)]
+    pub(crate) fn add_on(&self, s: usize, i: usize, v: u64) {
         let c = &self.rows[s][i];
         if s == SHARED_STRIPE {
             c.fetch_add(v, Relaxed);
@@ -177,8 +209,10 @@ pub(crate) enum G {
     ShrinkWorkerRuns,
     ShrinkWorkerYields,
     PoolPagesCompacted,
+    /// Zero-filled pages kept with an entry (`Params::zero_page_entries`).
+    SameFilledPages,
 }
-pub(crate) const NR_GLOBAL: usize = G::PoolPagesCompacted as usize + 1;
+pub(crate) const NR_GLOBAL: usize = G::SameFilledPages as usize + 1;
 
 /// Indices of the per-cgroup counters (hierarchical: an event is counted on the cgroup and
 /// every ancestor, as memory.stat reports it in cgroup v2).
@@ -198,14 +232,19 @@ pub(crate) const NR_CGROUP: usize = C::Zswpwb as usize + 1;
 /// One cgroup's counters, as memory.stat shows them (bytes for `zswap` and `zswapped`).
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct CgroupCounters {
+    /// The cgroup id.
     pub id: u32,
+    /// Its parent (`None` for the root).
     pub parent: Option<u32>,
     /// Compressed bytes charged (memory.zswap.current).
     pub zswap: u64,
     /// Uncompressed bytes stored.
     pub zswapped: u64,
+    /// Pages loaded from the pool (vmstat `zswpin`).
     pub zswpin: u64,
+    /// Pages stored into the pool (vmstat `zswpout`).
     pub zswpout: u64,
+    /// Pages written back to the backing store (vmstat `zswpwb`).
     pub zswpwb: u64,
     /// memory.zswap.max in bytes (`None` = "max").
     pub zswap_max: Option<u64>,
@@ -217,37 +256,71 @@ pub struct CgroupCounters {
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct Counters {
     // debugfs /sys/kernel/debug/zswap/*
+    /// Stores that found the pool at its limit (debugfs `pool_limit_hit`).
     pub pool_limit_hit: u64,
+    /// Shrinker walks that looked at an entry and could not write it back (`reject_reclaim_fail`).
     pub reject_reclaim_fail: u64,
+    /// Stores rejected because the pool could not allocate (`reject_alloc_fail`).
     pub reject_alloc_fail: u64,
+    /// Stores rejected because the entry metadata could not be allocated (`reject_kmemcache_fail`).
     pub reject_kmemcache_fail: u64,
+    /// Stores rejected because the compressor failed (`reject_compress_fail`).
     pub reject_compress_fail: u64,
+    /// Stores rejected because the page did not compress and could not be kept as-is
+    /// (`reject_compress_poor`).
     pub reject_compress_poor: u64,
+    /// Loads or writebacks whose entry could not be read back (`decompress_fail`).
     pub decompress_fail: u64,
+    /// Entries written back to the backing store (`written_back_pages`).
     pub written_back_pages: u64,
+    /// Bytes of the pages every pool holds (`pool_total_size`).
     pub pool_total_size: u64,
+    /// Pages stored with an entry: compressed, as-is, and zero entries (`stored_pages`).
     pub stored_pages: u64,
+    /// Of `stored_pages`, those kept as-is (`stored_incompressible_pages`).
     pub stored_incompressible_pages: u64,
+    /// Zero-filled pages kept with an entry of length 0 (`Params::zero_page_entries`; the
+    /// debugfs file of kernels before "mm: remove code to handle same filled pages", 6.12).
+    /// They are part of `stored_pages`.
+    pub same_filled_pages: u64,
     // zero pages (the swap layer's zeromap in today's kernel)
+    /// Zero-filled pages recorded without an entry (the swap layer's zeromap in today's kernel).
     pub zero_pages: u64,
     // vmstat
+    /// Pages loaded from the pool (vmstat `zswpin`).
     pub zswpin: u64,
+    /// Pages stored into the pool (vmstat `zswpout`).
     pub zswpout: u64,
+    /// Pages written back to the backing store (vmstat `zswpwb`).
     pub zswpwb: u64,
+    /// Pages read from the backing store (vmstat `pswpin`).
     pub pswpin: u64,
+    /// Pages written to the backing store by `swap_out` (vmstat `pswpout`).
     pub pswpout: u64,
+    /// Zero pages loaded (vmstat `swpin_zero`).
     pub swpin_zero: u64,
+    /// Zero pages stored (vmstat `swpout_zero`).
     pub swpout_zero: u64,
     // uzswap additions: why stores were rejected, swap file errors, shrinker activity
+    /// Stores rejected by the pool limit (uzswap).
     pub reject_pool_limit: u64,
+    /// Stores rejected by a cgroup's zswap.max (uzswap).
     pub reject_cgroup_limit: u64,
+    /// Stores rejected while the cache is disabled (uzswap).
     pub reject_disabled: u64,
+    /// Failed backing-store reads, checksum mismatches excepted (uzswap).
     pub swap_read_errors: u64,
+    /// Failed backing-store writes (uzswap).
     pub swap_write_errors: u64,
+    /// Backing-store reads whose block failed its checksum (uzswap).
     pub swap_checksum_errors: u64,
+    /// LRU entries the shrinkers looked at (uzswap).
     pub shrinker_scanned: u64,
+    /// LRU entries the shrinkers wrote back (uzswap).
     pub shrinker_freed: u64,
+    /// Runs of the shrink worker (uzswap).
     pub shrink_worker_runs: u64,
+    /// Times the shrink worker yielded to stores and loads in flight (uzswap).
     pub shrink_worker_yields: u64,
     /// Pool pages freed by compaction (zsmalloc's `pages_compacted`, summed over pools).
     pub pool_pages_compacted: u64,
@@ -257,6 +330,7 @@ pub struct Counters {
     pub pool_cached_size: u64,
     /// Pools alive (the current one plus old ones still holding entries).
     pub nr_pools: u64,
+    /// Every online cgroup's counters.
     pub cgroups: Vec<CgroupCounters>,
 }
 
@@ -274,6 +348,7 @@ impl Counters {
             pool_total_size: 0,
             stored_pages: g.gauge(G::StoredPages as usize),
             stored_incompressible_pages: g.gauge(G::StoredIncompressiblePages as usize),
+            same_filled_pages: g.gauge(G::SameFilledPages as usize),
             zero_pages: g.gauge(G::ZeroPages as usize),
             zswpin: g.sum(G::Zswpin as usize),
             zswpout: g.sum(G::Zswpout as usize),
@@ -305,7 +380,7 @@ impl Counters {
     pub fn to_kernel_text(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
-        let rows: [(&str, u64); 32] = [
+        let rows: [(&str, u64); 33] = [
             ("pool_limit_hit", self.pool_limit_hit),
             ("reject_reclaim_fail", self.reject_reclaim_fail),
             ("reject_alloc_fail", self.reject_alloc_fail),
@@ -320,6 +395,7 @@ impl Counters {
                 "stored_incompressible_pages",
                 self.stored_incompressible_pages,
             ),
+            ("same_filled_pages", self.same_filled_pages),
             ("zero_pages", self.zero_pages),
             ("zswpin", self.zswpin),
             ("zswpout", self.zswpout),

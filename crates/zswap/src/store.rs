@@ -8,7 +8,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use crate::buf::{with_buf, COMP_BUF};
 use crate::cache::{Area, Inner};
 use crate::cgroup::CgroupId;
-use crate::hooks::FaultHooks;
 use crate::index::{Entry, Shard, SlotValue, SlotWord};
 use crate::lru::pack_slot;
 use crate::numa;
@@ -60,27 +59,42 @@ impl Inner {
             return StoreOutcome::Rejected(RejectReason::NoSuchNode);
         }
         let cg = self.cgroups.resolve(cg.0);
-        if is_zero_page(page) {
-            self.store_zero(area, shard, i, slot);
-            return StoreOutcome::StoredZero;
-        }
-        match self.store_compressed(area, shard, i, slot, page, cg, node) {
-            Ok(o) => o,
-            Err(reason) => {
-                // check_old: a stale copy must not survive a failed store.
-                self.replace_slot(area, shard, i, slot, SlotValue::Empty);
-                let proactive = self.hot.proactive.load(Relaxed);
-                // Kernel: shrink whenever a store fails while the pool is full. Proactive
-                // shrinking ("mm: zswap: proactive shrinking before pool size limit is hit"): also
-                // when the allocator failed, to make room.
-                if (!proactive && self.reached_full.load(Relaxed))
-                    || (proactive && reason == RejectReason::AllocFail)
-                {
-                    self.kick_worker();
-                }
-                StoreOutcome::Rejected(reason)
+        let res = if is_zero_page(page) {
+            if !self.hot.zero_entries.load(Relaxed) {
+                self.store_zero(area, shard, i, slot);
+                return StoreOutcome::StoredZero;
             }
+            self.store_zero_entry(area, shard, i, slot, cg)
+        } else {
+            self.store_compressed(area, shard, i, slot, page, cg, node)
+        };
+        match res {
+            Ok(o) => o,
+            Err(reason) => self.rejected(area, shard, i, slot, reason),
         }
+    }
+
+    /// A store was rejected: drop the slot's old content and maybe kick the shrink worker.
+    fn rejected(
+        &self,
+        area: &Area,
+        shard: &Shard,
+        i: usize,
+        slot: SwapSlot,
+        reason: RejectReason,
+    ) -> StoreOutcome {
+        // check_old: a stale copy must not survive a failed store.
+        self.replace_slot(area, shard, i, slot, SlotValue::Empty);
+        let proactive = self.hot.proactive.load(Relaxed);
+        // Kernel: shrink whenever a store fails while the pool is full. Proactive
+        // shrinking ("mm: zswap: proactive shrinking before pool size limit is hit"): also
+        // when the allocator failed, to make room.
+        if (!proactive && self.reached_full.load(Relaxed))
+            || (proactive && reason == RejectReason::AllocFail)
+        {
+            self.kick_worker();
+        }
+        StoreOutcome::Rejected(reason)
     }
 
     /// "mm: zswap: store zero-filled pages without a zswap_entry" (6.10): a zero page is only a slot value; the store and load helpers and
@@ -88,6 +102,82 @@ impl Inner {
     pub(crate) fn store_zero(&self, area: &Area, shard: &Shard, i: usize, slot: SwapSlot) {
         self.replace_slot(area, shard, i, slot, SlotValue::Zero);
         self.count(G::SwpoutZero);
+    }
+
+    /// A zero-filled page with an entry of length 0 (`Params::zero_page_entries`): zswap_store
+    /// as it was before "mm: zswap: store zero-filled pages without a zswap_entry" (RFC, Mar
+    /// 2024). Read in 6.8's mm/zswap.c: `zswap_enabled`, then the cgroup's zswap.max (one
+    /// synchronous `shrink_memcg`), then the pool limit with its hysteresis, then the entry
+    /// allocation, and only then the same-filled check; the entry gets no pool object and is
+    /// not put on the LRU (`if (entry->length)`), is charged to the cgroup with 0 bytes (one
+    /// `zswapped` page), and counts in `stored_pages`, `same_filled_pages` and zswpout.
+    pub(crate) fn store_zero_entry(
+        &self,
+        area: &Area,
+        shard: &Shard,
+        i: usize,
+        slot: SwapSlot,
+        cg: u32,
+    ) -> Result<StoreOutcome, RejectReason> {
+        self.admit(cg)?;
+        let full = self.pools.with_snapshot(|s| {
+            self.check_limits(s.all.iter().map(|p| p.zs.total_pages() as u64).sum())
+        });
+        if full {
+            self.count(G::RejectPoolLimit);
+            return Err(RejectReason::PoolLimit);
+        }
+        let entry = Entry {
+            // Below MAX_CGROUPS (index.rs asserts it fits).
+            cgroup: cg as u16,
+            ..Entry::default()
+        };
+        let stored = !self.faults.fail_entry_alloc() && {
+            let (mut t, w) = shard.lock_idle(i);
+            t.reserve_entries() && {
+                self.stats.add(G::StoredPages as usize, 1);
+                self.stats.add(G::SameFilledPages as usize, 1);
+                self.cgroups.charge(cg, 0);
+                let old = t.replace_entry(i, w, entry);
+                Self::discard_owned(area, slot, w);
+                t.set_word(
+                    i,
+                    SlotWord::EMPTY.with_value(SlotValue::ZeroEntry(i as u32)),
+                );
+                drop(t);
+                self.after_store(w, old);
+                true
+            }
+        };
+        if !stored {
+            self.count(G::RejectKmemcacheFail);
+            return Err(RejectReason::KmemcacheFail);
+        }
+        self.count(G::Zswpout);
+        self.cgroups.event(cg, C::Zswpout);
+        Ok(StoreOutcome::Stored)
+    }
+
+    /// `zswap_enabled` and the cgroup's zswap.max (with the kernel's one synchronous writeback
+    /// attempt, or the asynchronous variant), the first checks of `zswap_store`. Always
+    /// inlined: the store path must not pay a call for sharing it with zero entries.
+    #[inline(always)]
+    pub(crate) fn admit(&self, cg: u32) -> Result<(), RejectReason> {
+        if !self.hot.enabled.load(Relaxed) {
+            self.count(G::RejectDisabled);
+            return Err(RejectReason::Disabled);
+        }
+        if self.cgroups.over_limit(cg).is_some() {
+            let retry = self.hot.memcg_sync.load(Relaxed) && self.shrink_memcg(cg).is_ok();
+            if !retry {
+                self.count(G::RejectCgroupLimit);
+                if !self.hot.memcg_sync.load(Relaxed) {
+                    self.kick_memcg(cg);
+                }
+                return Err(RejectReason::CgroupLimit);
+            }
+        }
+        Ok(())
     }
 
     /// Pool limit with the kernel's hysteresis, or the proactive variant ("mm: zswap: proactive
@@ -127,20 +217,7 @@ impl Inner {
         cg: u32,
         node: Option<usize>,
     ) -> Result<StoreOutcome, RejectReason> {
-        if !self.hot.enabled.load(Relaxed) {
-            self.count(G::RejectDisabled);
-            return Err(RejectReason::Disabled);
-        }
-        if self.cgroups.over_limit(cg).is_some() {
-            let retry = self.hot.memcg_sync.load(Relaxed) && self.shrink_memcg(cg).is_ok();
-            if !retry {
-                self.count(G::RejectCgroupLimit);
-                if !self.hot.memcg_sync.load(Relaxed) {
-                    self.kick_memcg(cg);
-                }
-                return Err(RejectReason::CgroupLimit);
-            }
-        }
+        self.admit(cg)?;
         // Limit check and a reference on the current pool, from this thread's snapshot.
         let mut pool_id = None;
         for _ in 0..8 {
@@ -204,17 +281,17 @@ impl Inner {
                         page
                     }
                 };
-                if FaultHooks::take(&self.faults.fail_pool_allocs) {
+                if self.faults.fail_pool_alloc() {
                     return Err(RejectReason::AllocFail);
                 }
-                match pool.zs.alloc_write(data) {
-                    Ok(h) => Ok((h, data.len())),
+                match pool.zs.alloc_write_hint(data) {
+                    Ok((h, hint)) => Ok((h, hint, data.len())),
                     Err(uzswap_zsmalloc::Error::TooLarge { .. }) => Err(RejectReason::CompressPoor),
                     Err(_) => Err(RejectReason::AllocFail),
                 }
             },
         );
-        let (handle, length) = match res {
+        let (handle, hint, length) = match res {
             Ok(x) => x,
             Err(reason) => {
                 self.count(match reason {
@@ -232,25 +309,36 @@ impl Inner {
             return Err(RejectReason::NoSuchCgroup);
         };
         let node = node.unwrap_or_else(|| numa::current_node(self.nodes));
+        // The node's list, in the pool's set of lists with `LruMode::PerPool` (0 otherwise).
+        let lane = node + pool.lane_base;
         let warm = self.hot.warm();
-        let lru = if FaultHooks::take(&self.faults.fail_entry_allocs) {
+        let lru = if self.faults.fail_entry_alloc() {
             None
         } else {
-            let mut l = cgrp.lists[node].lock();
-            let idx = l.push_tail(pack_slot(slot));
+            let l = &cgrp.lists[lane];
+            let idx = l.push(pack_slot(slot));
             if warm == WarmProtection::ProtectedSize && idx.is_some() {
-                // "zswap: shrink zswap pool based on memory pressure" (6.8): every new entry counts as warm; the estimate decays to half when it
-                // exceeds a quarter of the list.
-                l.nr_protected += 1;
-                if l.nr_protected > l.len() / 4 {
-                    l.nr_protected /= 2;
+                // "zswap: shrink zswap pool based on memory pressure" (6.8): every new entry
+                // counts as warm; the estimate decays to half when it exceeds a quarter of the
+                // list (`zswap_lru_add`).
+                let len = l.len();
+                let p = &cgrp.protected[node];
+                let mut old = p.fetch_add(1, Relaxed) + 1;
+                loop {
+                    let new = if old > len / 4 { old / 2 } else { old };
+                    match p.compare_exchange_weak(old, new, Relaxed, Relaxed) {
+                        Ok(_) => break,
+                        Err(v) => old = v,
+                    }
                 }
             }
             idx
         };
         let entry = Entry {
             handle: handle.to_raw(),
-            cgroup: cg,
+            hint: hint.0,
+            // Below MAX_CGROUPS (index.rs asserts it fits).
+            cgroup: cg as u16,
             lru: lru.unwrap_or(0),
             pool: pool_id,
             length: length as u16,
@@ -258,19 +346,19 @@ impl Inner {
             referenced: warm == WarmProtection::SecondChance,
         };
         let (mut t, w) = shard.lock_idle(i);
-        let ei = match lru.and_then(|_| t.alloc_entry(entry)) {
-            Some(ei) => ei,
+        match lru.filter(|_| t.reserve_entries()) {
+            Some(_) => {}
             None => {
                 drop(t);
                 if let Some(l) = lru {
-                    cgrp.lists[node].lock().remove(l);
+                    cgrp.lists[lane].remove(l);
                 }
                 let _ = pool.zs.free(handle);
                 self.pools.put(pool);
                 self.count(G::RejectKmemcacheFail);
                 return Err(RejectReason::KmemcacheFail);
             }
-        };
+        }
         // Account before publishing, so a writeback or invalidation that frees the entry as soon
         // as the lock drops never un-counts it first.
         self.stats.add(G::StoredPages as usize, 1);
@@ -278,11 +366,11 @@ impl Inner {
             self.stats.add(G::StoredIncompressiblePages as usize, 1);
         }
         self.cgroups.charge(cg, length as u64);
-        let old = self.take_entry(&mut t, w);
+        let old = t.replace_entry(i, w, entry);
         Self::discard_owned(area, slot, w);
-        t.set_word(i, SlotWord::EMPTY.with_value(SlotValue::Entry(ei)));
+        t.set_word(i, SlotWord::EMPTY.with_value(SlotValue::Entry(i as u32)));
         drop(t);
-        self.after_replace(w, old, false);
+        self.after_store(w, old);
         self.count(G::Zswpout);
         self.cgroups.event(cg, C::Zswpout);
         Ok(if length == PAGE_SIZE {

@@ -3,19 +3,26 @@
 
 use std::sync::Arc;
 
-use crate::{Params, SwapFile, SwapSlot, Zswap, PAGE_SIZE};
+use crate::{Algorithm, MemStore, Params, SwapSlot, Zswap, PAGE_SIZE};
 
+/// A cache over a 64-slot in-memory store (every slot allocated), so that the unit tests run
+/// under Miri too. Under Miri the compressor is lzo-rle (pure Rust; lz4 is C).
 pub(crate) fn cache() -> Zswap {
-    let swap = Arc::new(SwapFile::create_temp(&std::env::temp_dir(), 0, 64).unwrap());
+    let store = Arc::new(MemStore::new(0, 64).unwrap());
     for _ in 0..64 {
-        swap.alloc_slot().unwrap();
+        store.alloc_slot().unwrap();
     }
     let z = Zswap::new(Params {
         shrinker_enabled: true,
+        compressor: if cfg!(miri) {
+            Algorithm::LzoRle
+        } else {
+            Params::default().compressor
+        },
         ..Params::default()
     })
     .unwrap();
-    z.add_swap_file(swap).unwrap();
+    z.add_backing_store(store).unwrap();
     z
 }
 

@@ -64,9 +64,11 @@ impl Inner {
     }
 
     pub(crate) fn worker_main(self: Arc<Self>) {
-        // Background reclaim must not compete with the page-in/out path (patch 4 of the
-        // series "mm: zswap: global shrinker fix and proactive shrink" (v2, on 6.10-rc6): the worker leaves the reclaim path).
+        // Background reclaim must not compete with the page-in/out path (patch 4 of the series
+        // "mm: zswap: global shrinker fix and proactive shrink", v2, on 6.10-rc6: the worker
+        // leaves the reclaim path). Miri has no setpriority.
         // SAFETY: setpriority on our own thread id; no memory is passed.
+        #[cfg(not(miri))]
         unsafe {
             libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 5);
         }
@@ -155,6 +157,7 @@ mod tests {
     use crate::{CgroupId, Params, RejectReason, StoreOutcome, SwapFile, SwapSlot, Zswap};
 
     #[test]
+    #[cfg_attr(miri, ignore = "fills a 4 MiB pool: minutes under Miri")]
     fn shrink_worker_yields_to_stores_and_loads_in_flight() {
         let swap = Arc::new(SwapFile::create_temp(&std::env::temp_dir(), 0, 4096).unwrap());
         for _ in 0..4096 {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Concurrent model test: threads store / load / invalidate overlapping slots while the
 //! pressure shrinker, the shrink worker, compressor switches and cgroup removal run. Same-slot
 //! calls are serialised by a per-slot lock in the test, as the swap-cache folio lock does in
@@ -13,17 +14,36 @@ use std::time::{Duration, Instant};
 use common::*;
 use parking_lot::Mutex;
 use rand::{Rng, SeedableRng};
-use uzswap_zswap::{Algorithm, CgroupId, LoadOutcome, Params, SlotState, StoreOutcome, PAGE_SIZE};
+use uzswap_zswap::{
+    Algorithm, CgroupId, LoadOutcome, LruMode, Params, SlotState, StoreOutcome, PAGE_SIZE,
+};
 
 const SLOTS: u64 = 768;
 const THREADS: usize = 4;
 
 #[test]
 fn concurrent_model() {
-    let params = Params {
+    run_concurrent_model(Params {
         shrinker_enabled: true,
         ..small_params(4)
-    };
+    });
+}
+
+/// The same with the cache variants: per-pool LRU lists (so every compressor switch makes a
+/// new set of lists, and pools come and go with their shrinkers), and zero pages with entries,
+/// switched on and off at run time.
+#[test]
+fn concurrent_model_per_pool_lru_zero_entries() {
+    run_concurrent_model(Params {
+        shrinker_enabled: true,
+        lru: LruMode::PerPool,
+        zero_page_entries: true,
+        ..small_params(4)
+    });
+}
+
+fn run_concurrent_model(params: Params) {
+    let variant = params.lru == LruMode::PerPool;
     let (z, swap) = cache(params, SLOTS);
     let z = Arc::new(z);
     let pages = Arc::new(mixed_pages(96));
@@ -96,13 +116,20 @@ fn concurrent_model() {
     {
         let (z, stop) = (z.clone(), stop.clone());
         hs.push(std::thread::spawn(move || {
+            let mut round = 0u32;
             while !stop.load(Relaxed) {
                 for cg in cgroups {
+                    if variant && round % 2 == 1 {
+                        // Each pool's shrinker in turn, as shrink_slab asks them.
+                        z.shrink_slab(cg, 0, 2);
+                        continue;
+                    }
                     let n = z.shrinker_count(cg, 0);
                     if n > 0 {
                         z.shrinker_scan(cg, 0, (n / 4).max(1));
                     }
                 }
+                round += 1;
                 std::thread::sleep(Duration::from_millis(2));
             }
         }));
@@ -138,6 +165,7 @@ fn concurrent_model() {
                 z.set_params(Params {
                     compressor: algs[i % algs.len()],
                     proactive_shrink: proactive,
+                    zero_page_entries: variant && i % 2 == 0,
                     ..p
                 })
                 .unwrap();
@@ -158,13 +186,15 @@ fn concurrent_model() {
         }
     }
     assert!(z.wait_shrink_idle(Duration::from_secs(30)));
+    z.check_invariants_after_concurrent_stores(THREADS)
+        .unwrap_or_else(|m| panic!("quiescent cache: {m}"));
     assert!(
         z.counters().pool_pages_compacted > 0,
         "compaction moved objects during the run"
     );
 
     // Quiescent: every slot agrees with the oracle, and the counters with the slots.
-    let (mut stored, mut zero, mut raw) = (0u64, 0u64, 0u64);
+    let (mut stored, mut zero, mut raw, mut zero_entries) = (0u64, 0u64, 0u64, 0u64);
     let mut buf = vec![0u8; PAGE_SIZE];
     for s in 0..SLOTS {
         let o = *oracle[s as usize].lock();
@@ -173,6 +203,7 @@ fn concurrent_model() {
             SlotState::Stored { length, .. } => {
                 stored += 1;
                 raw += u64::from(length as usize == PAGE_SIZE);
+                zero_entries += u64::from(length == 0);
             }
             SlotState::Zero => zero += 1,
             SlotState::Empty => {}
@@ -207,6 +238,7 @@ fn concurrent_model() {
     );
     assert_eq!(cnt.stored_pages, stored);
     assert_eq!(cnt.zero_pages, zero);
+    assert_eq!(cnt.same_filled_pages, zero_entries);
     assert_eq!(cnt.stored_incompressible_pages, raw);
     assert_eq!(
         cnt.cgroups[0].zswapped,
@@ -225,8 +257,8 @@ fn concurrent_model() {
     let refs: u64 = z.pools().iter().map(|p| p.references).sum();
     assert_eq!(
         refs,
-        stored + 1,
-        "one pool reference per entry plus the current pool's base"
+        stored - zero_entries + 1,
+        "one pool reference per pool entry plus the current pool's base"
     );
     // Drain: everything goes, every old pool is freed.
     for s in 0..SLOTS {
@@ -237,15 +269,17 @@ fn concurrent_model() {
         (
             cnt.stored_pages,
             cnt.zero_pages,
+            cnt.same_filled_pages,
             cnt.pool_total_size,
             cnt.nr_pools
         ),
-        (0, 0, 0, 1)
+        (0, 0, 0, 0, 1)
     );
     assert_eq!(cnt.cgroups[0].zswap, 0);
     assert_eq!(swap.stats().blocks_stored, 0);
     let m = z.metadata();
     assert_eq!((m.entry_bytes, m.lru_bytes), (0, 0));
+    z.check_invariants().unwrap();
 }
 
 /// Writeback hammered on a handful of slots: the shrinkers write back the very entries that
@@ -325,6 +359,9 @@ fn writeback_races_on_few_slots() {
         "writeback raced: {}",
         c.written_back_pages
     );
+    assert!(z.wait_shrink_idle(Duration::from_secs(30)));
+    z.check_invariants_after_concurrent_stores(2)
+        .unwrap_or_else(|m| panic!("quiescent cache: {m}"));
     let mut buf = vec![0u8; PAGE_SIZE];
     for s in 0..FEW {
         match *oracle[s as usize].lock() {
@@ -418,4 +455,7 @@ fn sequential_loads_race_with_frees_and_compaction() {
             std::panic::resume_unwind(e);
         }
     }
+    assert!(z.wait_shrink_idle(Duration::from_secs(30)));
+    z.check_invariants_after_concurrent_stores(4)
+        .unwrap_or_else(|m| panic!("quiescent cache: {m}"));
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Per-(cgroup, node) LRU lists on a 4-node cache (`Params::numa_nodes`, `store_on_node`), on
 //! any host: placement, the shrinker's count and scan per node, the shrink worker, cgroup
 //! removal, and the disk swap-in credit. Pages are incompressible (stored raw), so backing =
@@ -77,7 +78,7 @@ fn node_count_is_validated_and_fixed() {
             ..small_params(1024)
         };
         assert!(
-            matches!(Zswap::new(p), Err(Error::InvalidParam(_))),
+            matches!(Zswap::new(p), Err(Error::InvalidParam { .. })),
             "{bad}"
         );
     }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! The pools' freed memory: kept resident for reuse (like the kernel's free page lists), bounded
 //! by the pool limit, returned to the OS when idle and at once under memory pressure.
 

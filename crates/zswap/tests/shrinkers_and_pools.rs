@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! One test per upstream behaviour of the pool limit, the shrinkers and the pools:
 //! - the pool limit's hysteresis, and proactive shrinking, the shrink worker's cgroup walk and
 //!   its give-up rule (series "mm: zswap: global shrinker fix and proactive shrink", v2, on

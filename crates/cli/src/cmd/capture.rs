@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! `uzswap capture`: save a live process's private writable anonymous memory as a page file.
 
 use clap::Parser;

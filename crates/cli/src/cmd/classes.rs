@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! `uzswap classes`: the zsmalloc size-class table of an empty pool, in the kernel's debugfs
 //! layout or as JSON.
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! `uzswap estimate`: predict zram `mm_stat` and zswap `pool_total_size` for real pages (a
 //! live process or a page file), per compressor and chain size; `--validate-kernel` writes
 //! the same pages to an unused zram device and prints prediction and kernel side by side.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! `uzswap kernel-stats`: the live kernel's zswap debugfs counters, vmstat swap counters and
 //! zram `mm_stat`, in the layout of uzswap's own counter report ("name value" lines, kernel
 //! counter names) or as one flat JSON object with the same keys.

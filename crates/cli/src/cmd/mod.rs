@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! One module per subcommand.
 
 pub mod bench;

@@ -16,61 +16,6 @@ use anyhow::{bail, Context, Result};
 use clap::Args as ClapArgs;
 use uzswap_pager::shared::{Segment, SEGMENT_BYTES};
 
-/// Cache options (the same flags as `uzswap replay`; they move to the shared `CacheOptions`
-/// when it lands).
-#[derive(ClapArgs, Debug, Clone)]
-pub struct RunCacheOptions {
-    /// Compressor: lz4, lzo, lzo-rle, zstd[:LEVEL], deflate[:LEVEL].
-    #[arg(long)]
-    pub compressor: Option<String>,
-    /// zspage chain size (4..=16).
-    #[arg(long)]
-    pub chain_size: Option<usize>,
-    /// Pool limit, percent of SIZE (of the machine's memory with --budget-covers resident).
-    #[arg(long)]
-    pub max_pool_percent: Option<u32>,
-    /// Percent of the pool limit under which stores are accepted again after it was hit.
-    #[arg(long)]
-    pub accept_threshold_percent: Option<u32>,
-    /// zswap's memory-pressure shrinker.
-    #[arg(long, value_parser = ["on", "off"])]
-    pub shrinker: Option<String>,
-    /// Proactive shrinking before the pool limit is hit.
-    #[arg(long, value_parser = ["on", "off"])]
-    pub proactive_shrink: Option<String>,
-    /// Incompressible pages: store them raw, or reject them to the swap file.
-    #[arg(long, value_parser = ["store", "reject"])]
-    pub incompressible: Option<String>,
-}
-
-impl RunCacheOptions {
-    fn to_env(&self) -> String {
-        let mut v = Vec::new();
-        if let Some(c) = &self.compressor {
-            v.push(format!("compressor={c}"));
-        }
-        if let Some(c) = self.chain_size {
-            v.push(format!("chain_size={c}"));
-        }
-        if let Some(c) = self.max_pool_percent {
-            v.push(format!("max_pool_percent={c}"));
-        }
-        if let Some(c) = self.accept_threshold_percent {
-            v.push(format!("accept_threshold_percent={c}"));
-        }
-        if let Some(c) = &self.shrinker {
-            v.push(format!("shrinker={c}"));
-        }
-        if let Some(c) = &self.proactive_shrink {
-            v.push(format!("proactive_shrink={c}"));
-        }
-        if let Some(c) = &self.incompressible {
-            v.push(format!("reject_compress_poor={c}"));
-        }
-        v.join(",")
-    }
-}
-
 #[derive(ClapArgs, Debug)]
 pub struct Args {
     /// The budget: resident anonymous memory plus the compressed pool of CMD's whole process
@@ -78,7 +23,7 @@ pub struct Args {
     #[arg(long = "memory-max", value_parser = parse_size)]
     pub memory_max: u64,
     #[command(flatten)]
-    pub cache: RunCacheOptions,
+    pub cache: crate::cache_opts::CacheOptions,
     /// Write the report as JSON to FILE (default: a summary on stderr).
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -308,6 +253,16 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 fn run_inner(args: Args) -> Result<i32> {
+    // The same cache options as `uzswap replay`, checked here before anything starts; the
+    // pager in each process of the tree applies them (UZSWAP_PARAMS, `name=value,...`).
+    args.cache.to_params()?;
+    let params_env = args
+        .cache
+        .pairs()
+        .iter()
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
     let prog = resolve(&args.cmd[0])?;
     check_program(&prog)?;
     let preload = find_preload()?;
@@ -335,7 +290,7 @@ fn run_inner(args: Args) -> Result<i32> {
             format!("/proc/{}/fd/{fd}", std::process::id()),
         )
         .env("UZSWAP_MEMORY_MAX", args.memory_max.to_string())
-        .env("UZSWAP_PARAMS", args.cache.to_env())
+        .env("UZSWAP_PARAMS", params_env)
         .env(
             "UZSWAP_BUDGET_COVERS",
             if covers_pool { "pool" } else { "resident" },

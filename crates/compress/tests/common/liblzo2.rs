@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Optional reference: Debian's liblzo2 (GPL, so only loaded at run time with dlopen, never
 //! linked or vendored). Absent library => `None` and the caller skips.
 #![allow(dead_code)]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Real pages for the tests: 4 KiB slices of ELF binaries and shared libraries on this machine
 //! (the test executable itself always exists), plus structured pages real memory is full of.
 #![allow(dead_code)]

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Real compressed pages for the benches: 4 KiB pages of the machine's own binaries and shared
 //! libraries, compressed with LZ4 (lz4_flex). Zero-filled pages are skipped (zswap keeps them
 //! out of the pool); pages that do not compress below 4096 bytes are stored as-is (4096 bytes),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 //! Shared test helpers: a cache over a temporary swap file, and real page content.
 #![allow(dead_code)]
 

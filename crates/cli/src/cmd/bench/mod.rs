@@ -16,11 +16,18 @@
 //! raw codec is measured with the same split; zram is always written and read by one thread
 //! with 1 MiB O_DIRECT requests (like `dd bs=1M oflag=direct`) from page-aligned buffers
 //! prepared before the clock starts. `threads_per_side` in the JSON says who used how many.
+//!
+//! Beside the ratios, the JSON gives the cache's own cost per load in nanoseconds
+//! (`load_overhead_ns`: load minus raw decompression, per order) and the warm-up run's cold
+//! pair (`first_run`: the only empty-cache store whose memory comes from the OS rather than
+//! from a pool this process freed a moment ago). `--scaling` measures something else: every
+//! operation on one thread and on N, against the raw codec's scaling (`scaling`).
 
 mod kernel;
 mod phases;
 mod prep;
 mod report;
+mod scaling;
 
 use std::path::PathBuf;
 
@@ -33,6 +40,15 @@ use uzswap_zswap::Params;
 use crate::shared::output::{emit, emit_json};
 use crate::shared::pages::{self, PageSource};
 use crate::shared::timing::split;
+
+/// The backing store under the bench's cache.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// A swap file (`uzswap_backing::SwapFile`) in --swap-dir.
+    File,
+    /// Memory (`uzswap_backing::MemStore`).
+    Memory,
+}
 
 /// Arguments of `uzswap bench`.
 #[derive(Parser, Debug)]
@@ -95,9 +111,63 @@ pub struct Args {
     /// Directory of the backing swap file (an unnamed O_TMPFILE).
     #[arg(long)]
     pub swap_dir: Option<PathBuf>,
+    /// Backing store under the cache: `file` (a swap file in --swap-dir) or `memory` (no file
+    /// system: what writeback costs the cache itself; buffered writes to one file serialise on
+    /// the file's inode lock).
+    #[arg(long, value_enum, default_value = "file")]
+    pub backing: Backing,
     /// Also save the corpus used (after --pages) as a page file, to rerun on the same pages.
     #[arg(long)]
     pub save_corpus: Option<PathBuf>,
+    /// Instead of the comparison with the codec and zram: every operation (store, load in slot
+    /// and random order, invalidate, writeback, a mixed 60/30/10 load/store/invalidate stream)
+    /// on one thread and on --threads (at least 2), next to the raw codec's scaling.
+    #[arg(long, conflicts_with_all = ["kernel", "max_pool_percent", "exclusive"])]
+    pub scaling: bool,
+}
+
+/// `--scaling`: one warm-up run, then the timed runs, of every operation on 1 and N threads.
+fn run_scaling(
+    args: &Args,
+    pages: &uzswap_corpus::Pages,
+    comp: &prep::Compressed,
+    params: Params,
+) -> anyhow::Result<()> {
+    let n = pages.len();
+    let threads = args.threads.max(2).min(n);
+    let bench = phases::Bench {
+        args,
+        pages,
+        comp,
+        ranges: split(n, threads),
+        order: phases::random_order(n),
+        swap_dir: args.swap_dir.clone().unwrap_or_else(std::env::temp_dir),
+        // The writeback phase runs the memory-pressure shrinker.
+        params: Params {
+            shrinker_enabled: true,
+            ..params
+        },
+        use_swap_out: false,
+    };
+    let cache = bench.cache()?;
+    let mut runs = Vec::with_capacity(args.runs);
+    for i in 0..=args.runs {
+        let r = bench.scaling_run(&cache, threads)?;
+        if i > 0 {
+            runs.push(r);
+        }
+    }
+    drop(cache);
+    let (json, text) = scaling::report(&bench, threads, &runs, report::machine());
+    if args.json {
+        emit_json(&json)?;
+    } else {
+        emit(&text)?;
+    }
+    if !json["verified"].as_bool().unwrap_or(false) {
+        bail!("verification failed: pages did not read back bit-identical");
+    }
+    Ok(())
 }
 
 /// Runs the bench and prints the result.
@@ -145,6 +215,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             ..Params::default()
         },
     };
+    if args.scaling {
+        return run_scaling(&args, &pages, &comp, params);
+    }
     let mut kernel = kernel::claim_kernel(&args)?;
     let bench = phases::Bench {
         args: &args,
@@ -166,6 +239,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     // One warm-up run (untimed), then the timed runs.
     let cache = bench.cache()?;
     let mut runs = Vec::with_capacity(args.runs);
+    let mut first = None;
     for i in 0..=args.runs {
         if kernel::INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed) {
             bail!("interrupted (zram reset)");
@@ -174,13 +248,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let r = bench.run(&cache, zram)?;
         if i > 0 {
             runs.push(r);
+        } else {
+            first = Some(r);
         }
     }
     drop(cache);
     let kernel_skipped = kernel.as_ref().err().cloned();
     drop(kernel); // resets zram and releases the lock
 
-    let report = report::Report::new(&args, &pages, &comp, threads, &runs, kernel_skipped);
+    let first = first.expect("the warm-up run ran");
+    let report = report::Report::new(&args, &pages, &comp, threads, &first, &runs, kernel_skipped);
     if args.json {
         emit_json(report.json())?;
     } else {

@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use uzswap_backing::{SwapFile, SwapSlot};
+use uzswap_backing::{BackingStore, MemStore, SwapFile, SwapSlot};
 use uzswap_compress::MAX_COMPRESSED_LEN;
 use uzswap_corpus::{Pages, PAGE_SIZE};
 use uzswap_kernel::zram::{AlignedBuf, MmStat};
@@ -29,7 +29,7 @@ use uzswap_zswap::{CgroupId, LoadOutcome, Params, StoreOutcome, Zswap};
 
 use super::kernel::KernelSide;
 use super::prep::Compressed;
-use super::Args;
+use super::{Args, Backing};
 use crate::shared::timing::{parallel, split_mut, timed, PhaseTime};
 
 /// Speed (pages per second of wall time) and CPU nanoseconds per page of one phase.
@@ -92,14 +92,15 @@ pub(super) struct RunResult {
     pub(super) swap_stats: uzswap_backing::BackingStats,
 }
 
-/// A cache with its swap file and one slot per page. The bench keeps one for all runs, as a
+/// A cache with its backing store (a swap file, or memory with `--backing memory`) and one
+/// slot per page. The bench keeps one for all runs, as a
 /// long-running process has: every run ends by invalidating all it stored, so the next run
 /// stores into a pool whose freed memory is still resident (see `uzswap_zswap`'s pool memory
 /// policy), the way zram's rewrite of the same sectors reuses its pool. Each run also creates
 /// an empty one for the cold store.
 pub(super) struct CacheUnderTest {
     pub(super) z: Zswap,
-    pub(super) swap: Arc<SwapFile>,
+    pub(super) swap: Arc<dyn BackingStore>,
     pub(super) slots: Vec<SwapSlot>,
 }
 
@@ -166,20 +167,25 @@ pub(super) fn random_order(n: usize) -> Vec<usize> {
 }
 
 impl Bench<'_> {
-    /// A new, empty cache with its swap file and one slot per page.
+    /// A new, empty cache with its backing store and one slot per page.
     pub(super) fn cache(&self) -> anyhow::Result<CacheUnderTest> {
         let n = self.pages.len();
-        let swap = Arc::new(
-            SwapFile::create_temp(&self.swap_dir, 0, n as u64)
-                .with_context(|| format!("creating a swap file in {}", self.swap_dir.display()))?,
-        );
+        let swap: Arc<dyn BackingStore> = if self.args.backing == Backing::Memory {
+            Arc::new(MemStore::new(0, n as u64).context("creating the memory backing store")?)
+        } else {
+            Arc::new(
+                SwapFile::create_temp(&self.swap_dir, 0, n as u64).with_context(|| {
+                    format!("creating a swap file in {}", self.swap_dir.display())
+                })?,
+            )
+        };
         let slots: Vec<SwapSlot> = (0..n)
             .map(|_| swap.alloc_slot())
             .collect::<Result<_, _>>()
             .context("allocating swap slots")?;
         let z = Zswap::new(self.params.clone()).context("creating the cache")?;
-        z.add_swap_file(swap.clone())
-            .context("adding the swap file")?;
+        z.add_backing_store(swap.clone())
+            .context("adding the backing store")?;
         Ok(CacheUnderTest { z, swap, slots })
     }
 

@@ -12,7 +12,7 @@ use super::Args;
 use crate::shared::timing::{best, median, paired_median};
 
 /// CPU model, CPU count and kernel release, so a saved JSON result says where it was measured.
-fn machine() -> Value {
+pub(super) fn machine() -> Value {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -49,6 +49,7 @@ impl Report {
         pages: &Pages,
         comp: &Compressed,
         threads: usize,
+        first: &RunResult,
         runs: &[RunResult],
         kernel_skipped: Option<String>,
     ) -> Report {
@@ -128,6 +129,31 @@ impl Report {
             "load_vs_raw_decompress": paired_median(&load, &rd),
             "load_random_vs_raw_decompress_random": paired_median(&load_random, &rd_random),
         });
+        // The cache's own cost per load: load time minus raw decompression time per page, per
+        // run (the two ran back to back), median over runs.
+        let overhead = |a: &[f64], b: &[f64]| {
+            median(
+                &a.iter()
+                    .zip(b)
+                    .map(|(x, y)| 1e9 / x - 1e9 / y)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        j["load_overhead_ns"] = json!({
+            "slot_order": overhead(&load, &rd),
+            "random_order": overhead(&load_random, &rd_random),
+        });
+        // The warm-up run's empty-cache store is the only one into a cache created in a fresh
+        // process: its memory comes from the OS, not from a pool freed a moment ago.
+        j["first_run"] = json!({
+            "store_cold_pages_per_s": first.store_cold.rate,
+            "raw_compress_pages_per_s": first.raw_compress.rate,
+        });
+        if let Some(z) = first.zram {
+            j["first_run"]["kernel_zram_write_pages_per_s"] = json!(z.write_cold.rate);
+            j["first_run"]["store_cold_vs_zram_write_cold"] =
+                json!(first.store_cold.rate / z.write_cold.rate);
+        }
         j["machine"] = machine();
         let ss = &last.swap_stats;
         j["swap_file"] = json!({

@@ -1,0 +1,3 @@
+module uzswap.example/mapservice
+
+go 1.21
