@@ -264,6 +264,18 @@ fn settle_options(args: &Args, workload: &str) -> anyhow::Result<(CacheOptions, 
         if o.incompressible.as_deref() == Some("reject") {
             notes.push("--kernel: the kernel stores incompressible pages as-is".into());
         }
+        if o.chain_rule.as_deref() == Some("used-percent") {
+            notes.push(
+                "--kernel: this kernel's zsmalloc picks pages per zspage by min-waste".into(),
+            );
+        }
+        if o.zero_pages.as_deref() == Some("entry") {
+            notes
+                .push("--kernel: this kernel keeps zero-filled pages without a zswap entry".into());
+        }
+        if o.lru.as_deref() == Some("per-pool") {
+            notes.push("--kernel: this kernel has one LRU for all pools".into());
+        }
         if o.chain_size.is_some_and(|n| n != 8) {
             notes.push("--kernel: this kernel's zsmalloc chain size is 8 (a build option)".into());
         }
@@ -409,6 +421,9 @@ fn config_json(plan: &Plan, args: &Args, opts: &CacheOptions) -> serde_json::Val
         "max_pool_percent": plan.params.max_pool_percent,
         "accept_threshold_percent": plan.params.accept_threshold_percent,
         "chain_size": plan.params.chain_size,
+        "chain_rule": plan.params.chain_rule.to_string(),
+        "zero_pages": if plan.params.zero_page_entries { "entry" } else { "entryless" },
+        "lru": plan.params.lru.to_string(),
         "proactive_shrink": plan.params.proactive_shrink,
         "shrinker": plan.params.shrinker_enabled,
         "options": opts.pairs().into_iter().map(|(k, v)| format!("--{k} {v}")).collect::<Vec<_>>(),
