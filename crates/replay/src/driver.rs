@@ -65,6 +65,8 @@ pub struct ReplayOptions {
     /// identities, so an access finds its page without a lookup. Pages beyond (or of cgroups
     /// not listed) go through a hash map.
     pub spans: Vec<u64>,
+    /// Open the swap file's data blocks with O_DIRECT (`SwapFile::enable_direct_io`).
+    pub direct_io: bool,
 }
 
 /// How long the kernel takes for what a replay does, to place time-driven kernel behaviour
@@ -107,6 +109,7 @@ impl Default for ReplayOptions {
             stats_flush: Duration::from_secs(2),
             clock: KernelClock::default(),
             spans: Vec::new(),
+            direct_io: false,
         }
     }
 }
@@ -570,10 +573,18 @@ impl Replay {
         // The kernel's shrink worker: a visit that only clears referenced bits is a failure.
         params.rotation_is_failure = true;
         let swap_slots = (opts.swap_slots / 512).max(1) * 512;
-        let swap =
+        let mut swap =
             SwapFile::create_temp(&opts.swap_dir, AREA, u64::from(swap_slots)).map_err(|e| {
                 ReplayError::Setup(format!("swap file in {}: {e}", opts.swap_dir.display()))
             })?;
+        if opts.direct_io {
+            swap.enable_direct_io().map_err(|e| {
+                ReplayError::Setup(format!(
+                    "--direct-io: swap file in {}: {e}",
+                    opts.swap_dir.display()
+                ))
+            })?;
+        }
         // The engine numbers slots itself (cluster allocator); the file only needs them
         // allocated.
         for _ in 0..swap_slots {

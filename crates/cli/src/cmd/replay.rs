@@ -71,6 +71,10 @@ pub struct Args {
     /// Directory of the replay's own swap file.
     #[arg(long, value_name = "DIR")]
     pub swap_dir: Option<PathBuf>,
+    /// Open the replay's swap file with O_DIRECT (no page cache, as the kernel's swap I/O);
+    /// an error where the swap directory's file system refuses it.
+    #[arg(long)]
+    pub direct_io: bool,
     /// Run the workload with each set of cache options (each one quoted string of flags,
     /// on top of the flags given outside) in parallel, and print one side-by-side table.
     /// Takes the rest of the command line: put it last.
@@ -390,6 +394,7 @@ fn replay_options(args: &Args, plan: &Plan, timeline_every: u64) -> ReplayOption
         tlb_entries: args.tlb,
         stats_flush: Duration::from_millis(args.stats_flush_ms),
         spans: plan.layout.iter().map(|l| l.pages).collect(),
+        direct_io: args.direct_io,
         ..ReplayOptions::default()
     }
 }
