@@ -95,6 +95,14 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// The file system refused O_DIRECT on the swap file (tmpfs before 6.6, some FUSE and
+    /// network file systems): the file stays usable through the page cache.
+    #[error("the swap file's file system refuses O_DIRECT (use a directory on a disk file system, or drop the direct I/O option)")]
+    DirectIoRefused {
+        /// The OS error of the open or of the first aligned transfer.
+        #[source]
+        source: io::Error,
+    },
     /// A page buffer is not exactly `PAGE_SIZE` bytes.
     #[error("page buffer has {0} bytes, expected 4096")]
     BadPageLength(usize),

@@ -108,6 +108,19 @@ pub struct SwapFile {
     /// [`DiscardPolicy`] as a u8.
     discard_policy: AtomicU8,
     injector: FaultInjector,
+    /// With [`SwapFile::enable_direct_io`]: a second descriptor of the same file opened with
+    /// O_DIRECT, used for data blocks (the header and the checksum table stay buffered).
+    direct: Option<File>,
+}
+
+/// A block buffer aligned for O_DIRECT (any logical block size up to the page size).
+#[repr(C, align(4096))]
+struct AlignedBlock([u8; PAGE_SIZE]);
+
+impl AlignedBlock {
+    fn new() -> Box<AlignedBlock> {
+        Box::new(AlignedBlock([0; PAGE_SIZE]))
+    }
 }
 
 impl std::fmt::Debug for SwapFile {
@@ -346,7 +359,57 @@ impl SwapFile {
                 .collect(),
             discard_policy: AtomicU8::new(DiscardPolicy::default() as u8),
             injector: FaultInjector::new(),
+            direct: None,
         })
+    }
+
+    /// Move data blocks to O_DIRECT I/O from now on (the page cache is bypassed, as the
+    /// kernel's swap I/O bypasses it), through aligned bounce buffers. The header and the
+    /// checksum table stay buffered. [`Error::DirectIoRefused`] where the file system refuses
+    /// O_DIRECT, at the open or at a first aligned read (the file stays usable, buffered).
+    pub fn enable_direct_io(&mut self) -> Result<()> {
+        use std::os::fd::AsRawFd as _;
+        // Reopening through /proc works for O_TMPFILE files too (they have no name).
+        let path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+            .map_err(|source| Error::DirectIoRefused { source })?;
+        let mut probe = AlignedBlock::new();
+        pread_full(&f, &mut probe.0, self.data_offset)
+            .map_err(|source| Error::DirectIoRefused { source })?;
+        self.direct = Some(f);
+        Ok(())
+    }
+
+    /// True once [`SwapFile::enable_direct_io`] succeeded.
+    pub fn direct_io(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    fn write_block(&self, page: &[u8], pos: u64) -> io::Result<()> {
+        match &self.direct {
+            None => self.file.write_all_at(page, pos),
+            Some(f) => {
+                let mut b = AlignedBlock::new();
+                b.0.copy_from_slice(page);
+                f.write_all_at(&b.0, pos)
+            }
+        }
+    }
+
+    fn read_block(&self, page: &mut [u8], pos: u64) -> io::Result<usize> {
+        match &self.direct {
+            None => pread_full(&self.file, page, pos),
+            Some(f) => {
+                let mut b = AlignedBlock::new();
+                let n = pread_full(f, &mut b.0, pos)?;
+                page[..n].copy_from_slice(&b.0[..n]);
+                Ok(n)
+            }
+        }
     }
 
     /// The area number (the swap type) of every slot of this file.
@@ -511,7 +574,7 @@ impl SwapFile {
             self.acquire_block(off);
         }
         let res = match self.injector.on_write() {
-            WriteFault::None => self.file.write_all_at(page, self.block_pos(off)),
+            WriteFault::None => self.write_block(page, self.block_pos(off)),
             WriteFault::Eio => Err(io::Error::from_raw_os_error(libc::EIO)),
             WriteFault::NoSpace => Err(io::Error::from_raw_os_error(libc::ENOSPC)),
             WriteFault::Corrupt => {
@@ -568,7 +631,7 @@ impl SwapFile {
             return Err(Error::NotWritten(slot));
         }
         let got = match self.injector.on_read() {
-            ReadFault::None => pread_full(&self.file, page, self.block_pos(off)),
+            ReadFault::None => self.read_block(page, self.block_pos(off)),
             ReadFault::Eio => Err(io::Error::from_raw_os_error(libc::EIO)),
             ReadFault::Short => Ok(PAGE_SIZE / 2),
         };

@@ -35,7 +35,8 @@ pub struct CacheOptions {
     /// Warm-entry protection of the shrinker: second-chance (default) or protected-size (seed 001).
     #[arg(long, value_name = "KIND", value_parser = ["second-chance", "protected-size"])]
     pub protection: Option<String>,
-    /// Zero-filled pages: entryless (default, as today's kernel) or entry (seed 002's alternative).
+    /// Zero-filled pages: entryless (default, as today's kernel) or entry (a zswap entry and a
+    /// store per zero page, as before "mm: zswap: store zero-filled pages without a zswap_entry").
     #[arg(long, value_name = "KIND", value_parser = ["entryless", "entry"])]
     pub zero_pages: Option<String>,
     /// Incompressible pages: store them as-is (default, kernel 6.18) or reject them.
@@ -145,16 +146,28 @@ mod tests {
             (16, 5, 50)
         );
         assert!(p.shrinker_enabled && !p.proactive_shrink && p.reject_compress_poor);
+        assert!(!p.zero_page_entries);
+        assert_eq!(p.lru, uzswap_zswap::LruMode::Global);
+        assert_eq!(p.chain_rule, uzswap_zswap::ChainRule::MinWaste);
         assert_eq!(o.pairs().len(), 11);
     }
 
     #[test]
-    fn unimplemented_variants_say_so() {
-        for s in ["--zero-pages entry", "--lru per-pool"] {
-            let e = CacheOptions::parse_str(s).unwrap().to_params().unwrap_err();
-            assert!(e.to_string().contains("not implemented yet"), "{e}");
-        }
+    fn variants_map_to_params() {
+        let p =
+            CacheOptions::parse_str("--zero-pages entry --lru per-pool --chain-rule used-percent")
+                .unwrap()
+                .to_params()
+                .unwrap();
+        assert!(p.zero_page_entries);
+        assert_eq!(p.lru, uzswap_zswap::LruMode::PerPool);
+        assert_eq!(p.chain_rule, uzswap_zswap::ChainRule::UsedPercent);
+        let d = CacheOptions::default().to_params().unwrap();
+        assert!(!d.zero_page_entries);
+        assert_eq!(d.lru, uzswap_zswap::LruMode::Global);
+        assert_eq!(d.chain_rule, uzswap_zswap::ChainRule::MinWaste);
         assert!(CacheOptions::parse_str("--shrinker maybe").is_err());
+        assert!(CacheOptions::parse_str("--lru local").is_err());
         assert!(CacheOptions::parse_str("--bogus 1").is_err());
     }
 

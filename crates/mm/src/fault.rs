@@ -13,9 +13,9 @@ impl Mm {
         write: bool,
         front: &mut F,
     ) -> Result<Fault, Error> {
-        let p = *self.pages.get(id);
+        let p = self.pages.get(id);
         if !write && p.has(f::ZERO_MAPPED) {
-            self.pages.get_mut(id).set(f::YOUNG);
+            self.pages.set(id, f::YOUNG);
             return Ok(Fault::None);
         }
         let cg = p.cg;
@@ -26,11 +26,11 @@ impl Mm {
         }
         if p.slot == 0 {
             if !write {
-                self.pages.get_mut(id).set(f::ZERO_MAPPED | f::YOUNG);
+                self.pages.set(id, f::ZERO_MAPPED | f::YOUNG);
                 return Ok(Fault::ZeroMap);
             }
             self.try_charge(cg, 1, front)?;
-            let pg = self.pages.get_mut(id);
+            let mut pg = self.pages.get_mut(id);
             pg.clear(f::ZERO_MAPPED);
             pg.set(f::PRESENT | f::MAPPED | f::YOUNG | f::DIRTY);
             self.st.resident_pages += 1;
@@ -49,7 +49,7 @@ impl Mm {
     /// A fault on a page whose folio is still in the swap cache (readahead, or a page reclaim
     /// unmapped but has not freed yet): map it; a readahead folio counts a readahead hit.
     fn swapcache_hit<F: Front>(&mut self, id: u32, write: bool, front: &mut F) -> Fault {
-        if self.pages.get_mut(id).take(f::READAHEAD) {
+        if self.pages.take(id, f::READAHEAD) {
             self.st.swap_ra_hit += 1;
             self.ra.hits += 1;
         }
@@ -61,7 +61,7 @@ impl Mm {
     /// fault (the page is exclusive and about to be dirtied) or when swap is more than half
     /// full; otherwise the folio keeps its slot and, if clean, can be dropped without I/O later.
     fn map_swapped_in<F: Front>(&mut self, id: u32, write: bool, front: &mut F) {
-        let p = self.pages.get_mut(id);
+        let mut p = self.pages.get_mut(id);
         p.set(f::MAPPED | f::YOUNG);
         if write {
             p.set(f::DIRTY);
@@ -74,9 +74,9 @@ impl Mm {
     /// `folio_free_swap`: the present page gives up its slot and becomes dirty (its only copy
     /// is now in memory).
     pub(crate) fn free_swap_cache<F: Front>(&mut self, id: u32, front: &mut F) {
-        if self.pages.get(id).slot != 0 {
+        if self.pages.slot(id) != 0 {
             self.free_slot(id, front);
-            self.pages.get_mut(id).set(f::DIRTY);
+            self.pages.set(id, f::DIRTY);
         }
     }
 
@@ -102,8 +102,8 @@ impl Mm {
                 }
             }
         }
-        if !self.pages.get(id).has(f::PRESENT) {
-            let slot = self.pages.get(id).slot;
+        if !self.pages.has(id, f::PRESENT) {
+            let slot = self.pages.slot(id);
             got = self.read_slot(slot, false, front)?;
         }
         got.ok_or_else(|| Error::Front(format!("swap-in of slot {slot}: the slot has no owner")))
@@ -119,22 +119,22 @@ impl Mm {
         readahead: bool,
         front: &mut F,
     ) -> Result<Option<ReadIn>, Error> {
-        let owner = self.swap.slots[off as usize].owner;
-        if owner == NIL || self.pages.get(owner).has(f::PRESENT) {
+        let owner = self.swap.owners[off as usize];
+        if owner == NIL || self.pages.has(owner, f::PRESENT) {
             return Ok(None);
         }
-        let cg = self.pages.get(owner).cg;
+        let cg = self.pages.cg(owner);
         self.try_charge(cg, 1, front)?;
         // Reclaim never frees the slot of a page that is out, nor reads pages in; checked
         // anyway, since the charge ran front code.
-        if self.swap.slots[off as usize].owner != owner || self.pages.get(owner).has(f::PRESENT) {
+        if self.swap.owners[off as usize] != owner || self.pages.has(owner, f::PRESENT) {
             self.uncharge(cg, 1);
             return Ok(None);
         }
-        let shadow = std::mem::take(&mut self.swap.slots[off as usize].shadow);
+        let shadow = std::mem::take(&mut self.swap.shadows[off as usize]);
         let active = shadow != 0 && self.refault(owner, shadow);
         {
-            let p = self.pages.get_mut(owner);
+            let mut p = self.pages.get_mut(owner);
             p.clear(f::YOUNG | f::REFERENCED | f::MAPPED | f::ZERO_MAPPED | f::DIRTY);
             p.set(f::PRESENT);
             if readahead {
@@ -147,7 +147,7 @@ impl Mm {
             Ok(how) => {
                 if how == ReadIn::Zswap {
                     // zswap_load is exclusive: the entry is gone, the folio is the only copy.
-                    self.pages.get_mut(owner).set(f::DIRTY);
+                    self.pages.set(owner, f::DIRTY);
                 }
                 if readahead {
                     self.st.swap_ra += 1;
@@ -157,11 +157,11 @@ impl Mm {
             Err(e) => {
                 // The folio never became uptodate: it is dropped again.
                 self.lru_del(owner);
-                let p = self.pages.get_mut(owner);
+                let mut p = self.pages.get_mut(owner);
                 p.clear(f::PRESENT | f::READAHEAD | f::ACTIVE | f::WORKINGSET);
                 self.st.resident_pages -= 1;
                 self.uncharge(cg, 1);
-                self.swap.slots[off as usize].shadow = shadow;
+                self.swap.shadows[off as usize] = shadow;
                 Err(e)
             }
         }

@@ -47,9 +47,12 @@
 //!   semantics (exclusive loads for pool entries, disk and zero-map data kept until the slot
 //!   is freed), so a front only maps page identities to memory.
 //!
-//! **Data layout**: pages are 16-byte records in one vector (LRU links inside, no allocation
-//! per move); cgroups a vector indexed by `MemCg`; the swap area a vector of 12-byte slots
-//! (owner page, shadow) and 16-byte cluster records. Memory is proportional to the pages and
+//! **Data layout**: structure of arrays indexed by `PageId`: 2 bytes of flags per page (all
+//! that an access to a mapped page touches, so a large footprint's accesses stay in the CPU's
+//! cache) and a 16-byte record (LRU links inside, no allocation per move; swap slot;
+//! cgroup); a front may place identities itself (`new_page_at`: a flat page table). Cgroups
+//! are a vector indexed by `MemCg`; the swap area a vector of 4-byte slot owners, one of
+//! 8-byte shadows, and 16-byte cluster records. Memory is proportional to the pages and
 //! slots in use, never to the number of accesses.
 //!
 //! **Lock order**: none inside; the caller serialises calls (the front calls back into nothing
@@ -199,6 +202,8 @@ pub enum Error {
     CgroupBusy(u16),
     #[error("page {0} was freed")]
     DeadPage(u32),
+    #[error("page {0} already exists")]
+    LivePage(u32),
     /// memory.reclaim fell short (EAGAIN).
     #[error("memory.reclaim of cgroup {cg}: reclaimed {reclaimed} of {requested} pages (EAGAIN)")]
     Again {
@@ -476,27 +481,80 @@ impl Mm {
         Ok(id)
     }
 
-    /// Start loading `page`'s record into the CPU cache (a front that knows its next accesses
+    /// Like `new_page`, with the identity chosen by the front (a front with a flat page table
+    /// uses its page numbers, saving a lookup per access). `page` must not be live; identities
+    /// `new_page` hands out never collide with placed ones.
+    pub fn new_page_at(&mut self, cg: MemCg, page: PageId) -> Result<PageId, Error> {
+        self.cg(cg)?;
+        if self.is_live(page) {
+            return Err(Error::LivePage(page.0));
+        }
+        self.pages.alloc_at(page.0, cg.0);
+        self.st.pages += 1;
+        Ok(page)
+    }
+
+    /// Make the records of page identities below `n` (not live; a front that places them
+    /// knows its span), so that placing them later reallocates nothing.
+    pub fn reserve_pages(&mut self, n: usize) {
+        self.pages.reserve(n);
+    }
+
+    /// True if `page` exists (made by `new_page` or `new_page_at`, not freed since).
+    #[inline]
+    pub fn is_live(&self, page: PageId) -> bool {
+        self.pages
+            .flags
+            .get(page.0 as usize)
+            .is_some_and(|&fl| fl & f::LIVE != 0)
+    }
+
+    /// Start loading `page`'s state into the CPU cache (a front that knows its next accesses
     /// overlaps their memory latency). No effect on the engine's state.
     #[inline]
     pub fn prefetch(&self, page: PageId) {
-        if let Some(p) = self.pages.v.get(page.0 as usize) {
+        if let Some(p) = self.pages.flags.get(page.0 as usize) {
             prefetch(std::ptr::from_ref(p).cast());
+        }
+    }
+
+    /// The next stage of `prefetch`, a few accesses later (when `page`'s flags are cached):
+    /// if the access will fault, start loading the page's record (LRU links, slot) and, once
+    /// that is cached (`swap`: a later call), its swap slot's owner and shadow. No effect on
+    /// the engine's state.
+    #[inline]
+    pub fn prefetch_fault(&self, page: PageId, swap: bool) {
+        let i = page.0 as usize;
+        let Some(&fl) = self.pages.flags.get(i) else {
+            return;
+        };
+        if fl & (f::PRESENT | f::MAPPED) == f::PRESENT | f::MAPPED || fl & f::LIVE == 0 {
+            return;
+        }
+        let r = &self.pages.rec[i];
+        if !swap {
+            prefetch(std::ptr::from_ref(r).cast());
+        } else if fl & f::PRESENT == 0 && r.slot != 0 {
+            let s = r.slot as usize;
+            if let (Some(o), Some(sh)) = (self.swap.owners.get(s), self.swap.shadows.get(s)) {
+                prefetch(std::ptr::from_ref(o).cast());
+                prefetch(std::ptr::from_ref(sh).cast());
+            }
         }
     }
 
     /// The cgroup a page belongs to.
     pub fn page_cgroup(&self, page: PageId) -> MemCg {
-        MemCg(self.pages.get(page.0).cg)
+        MemCg(self.pages.cg(page.0))
     }
 
     /// Set the accessed bit of a present, mapped page (a front that observes accesses without
     /// faults, e.g. by sampling PTEs). No effect otherwise.
     #[inline]
     pub fn touch(&mut self, page: PageId) {
-        let p = self.pages.get_mut(page.0);
-        if p.has(f::PRESENT | f::MAPPED) {
-            p.set(f::YOUNG);
+        let fl = self.pages.flags_mut(page.0);
+        if *fl & (f::PRESENT | f::MAPPED) == f::PRESENT | f::MAPPED {
+            *fl |= f::YOUNG;
         }
     }
 
@@ -507,20 +565,29 @@ impl Mm {
     /// page is not mapped (then the caller must fault it in with `access`).
     #[inline]
     pub fn access_cached(&mut self, page: PageId, write: bool) -> bool {
-        let p = self.pages.get_mut(page.0);
-        if !p.has(f::PRESENT | f::MAPPED) {
+        self.access_mapped(page, write, true)
+    }
+
+    /// The access of a mapped page, reading and writing only its flags: the accessed bit is
+    /// set unless the translation was `cached` (see `access_cached`), the dirty bit on a
+    /// write. Returns false, changing nothing, if the page is not mapped (then the caller
+    /// must fault it in with `access`).
+    #[inline]
+    pub fn access_mapped(&mut self, page: PageId, write: bool, cached: bool) -> bool {
+        let Some(fl) = self.pages.flags.get_mut(page.0 as usize) else {
+            return false;
+        };
+        if *fl & (f::PRESENT | f::MAPPED) != f::PRESENT | f::MAPPED {
             return false;
         }
-        if write {
-            p.set(f::DIRTY);
-        }
+        *fl |= (if write { f::DIRTY } else { 0 }) | (if cached { 0 } else { f::YOUNG });
         true
     }
 
     /// True if `page` is mapped by a PTE (a translation may be cached for it).
     #[inline]
     pub fn is_mapped(&self, page: PageId) -> bool {
-        self.pages.get(page.0).has(f::PRESENT | f::MAPPED)
+        self.pages.has(page.0, f::PRESENT | f::MAPPED)
     }
 
     /// One access to `page`. A mapped page only gets its accessed (and dirty) bit; otherwise
@@ -533,12 +600,10 @@ impl Mm {
         write: bool,
         front: &mut F,
     ) -> Result<Fault, Error> {
-        let p = self.pages.get_mut(page.0);
-        if p.has(f::PRESENT | f::MAPPED) {
-            p.flags |= if write { f::YOUNG | f::DIRTY } else { f::YOUNG };
+        if self.access_mapped(page, write, false) {
             return Ok(Fault::None);
         }
-        if !p.has(f::LIVE) {
+        if !self.pages.has(page.0, f::LIVE) {
             return Err(Error::DeadPage(page.0));
         }
         let r = self.fault(page.0, write, front);
@@ -562,7 +627,7 @@ impl Mm {
     /// freed. The identity may be reused by `new_page`.
     pub fn free_page<F: Front>(&mut self, page: PageId, front: &mut F) {
         let id = page.0;
-        let p = *self.pages.get(id);
+        let p = self.pages.get(id);
         if !p.has(f::LIVE) {
             return;
         }
@@ -683,14 +748,15 @@ impl Mm {
                 }
             }
         }
-        for (id, p) in self.pages.v.iter().enumerate() {
+        for id in 0..self.pages.len() {
+            let p = self.pages.get(id as u32);
             if !p.has(f::LIVE) {
                 continue;
             }
             if p.has(f::PRESENT) {
                 resident[p.cg as usize] += 1;
             }
-            if p.slot != 0 && self.swap.slots[p.slot as usize].owner != id as u32 {
+            if p.slot != 0 && self.swap.owners[p.slot as usize] != id as u32 {
                 return Err(format!("page {id}: slot {} owned by another page", p.slot));
             }
             if !p.has(f::PRESENT) && p.slot == 0 && p.any(f::MAPPED | f::ACTIVE) {
@@ -837,9 +903,9 @@ impl Mm {
 
     /// Add a present page to its cgroup's inactive or active list, at the head or the tail.
     fn lru_add(&mut self, id: u32, active: bool, tail: bool) {
-        let cg = self.pages.get(id).cg;
+        let cg = self.pages.cg(id);
         {
-            let p = self.pages.get_mut(id);
+            let mut p = self.pages.get_mut(id);
             if active {
                 p.set(f::ACTIVE);
             } else {
@@ -861,7 +927,7 @@ impl Mm {
     }
 
     fn lru_del(&mut self, id: u32) {
-        let p = *self.pages.get(id);
+        let p = self.pages.get(id);
         if p.has(f::ISOLATED) {
             return;
         }
@@ -932,11 +998,11 @@ impl Mm {
 
     /// Free a page's slot: the cache's copy and the shadow go too.
     fn free_slot<F: Front>(&mut self, id: u32, front: &mut F) {
-        let slot = self.pages.get(id).slot;
+        let slot = self.pages.slot(id);
         if slot == 0 {
             return;
         }
-        self.pages.get_mut(id).slot = 0;
+        self.pages.set_slot(id, 0);
         self.swap.free(slot);
         front.free_slot(slot);
     }
@@ -944,7 +1010,7 @@ impl Mm {
     /// `workingset_refault` for page `id` entering memory with `shadow`. Returns true if it is
     /// to be activated.
     fn refault(&mut self, id: u32, shadow: u64) -> bool {
-        let cg = self.pages.get(id).cg;
+        let cg = self.pages.cg(id);
         self.cgs[cg as usize].ev.workingset_refault_anon += 1;
         self.st.workingset_refault_anon += 1;
         let (evict_cg, age, ws) = unpack_shadow(shadow);
@@ -974,7 +1040,7 @@ impl Mm {
             i = self.cgs[i as usize].parent;
         }
         if ws {
-            self.pages.get_mut(id).set(f::WORKINGSET);
+            self.pages.set(id, f::WORKINGSET);
             self.note_cost(cg, 1, 0);
             self.cgs[cg as usize].ev.workingset_restore_anon += 1;
             self.st.workingset_restore_anon += 1;

@@ -226,7 +226,7 @@ impl Mm {
             taken += 1;
         }
         for &id in &iso {
-            let p = self.pages.get_mut(id);
+            let mut p = self.pages.get_mut(id);
             p.clear(f::YOUNG);
             p.set(f::WORKINGSET);
             self.lru_add(id, false, false);
@@ -253,7 +253,7 @@ impl Mm {
                 break;
             };
             self.sub_lru(m, false, -1);
-            self.pages.get_mut(id).set(f::ISOLATED);
+            self.pages.set(id, f::ISOLATED);
             iso.push(id);
         }
         let taken = iso.len() as u64;
@@ -269,7 +269,7 @@ impl Mm {
         for &id in &iso {
             let (v, wrote) = self.shrink_folio(id, sc, front);
             pageouts += u64::from(wrote);
-            self.pages.get_mut(id).clear(f::ISOLATED);
+            self.pages.clear(id, f::ISOLATED);
             match v {
                 Verdict::Freed => reclaimed += 1,
                 Verdict::Keep { tail } => self.lru_add(id, false, tail),
@@ -295,7 +295,7 @@ impl Mm {
     /// `shrink_folio_list` for one isolated anon folio. Returns the verdict and whether the
     /// folio was written out (`nr_pageout`).
     fn shrink_folio<F: Front>(&mut self, id: u32, sc: &Scan, front: &mut F) -> (Verdict, bool) {
-        let p = self.pages.get_mut(id);
+        let mut p = self.pages.get_mut(id);
         // folio_check_references: young PTEs (only a mapped folio has one), then PG_referenced.
         let young = p.has(f::MAPPED) && p.take(f::YOUNG);
         let referenced = p.take(f::REFERENCED);
@@ -311,29 +311,28 @@ impl Mm {
             );
         }
         // Reclaim: a slot (folio_alloc_swap), always dirty when newly in the swap cache.
-        if p.slot == 0 {
+        if p.rec.slot == 0 {
             match self.swap.alloc(id) {
                 Some(s) => {
-                    let p = self.pages.get_mut(id);
-                    p.slot = s;
-                    p.set(f::DIRTY);
+                    self.pages.set_slot(id, s);
+                    self.pages.set(id, f::DIRTY);
                 }
                 None => return (self.activate(id, front), false),
             }
         }
-        let p = self.pages.get_mut(id);
+        let mut p = self.pages.get_mut(id);
         p.clear(f::MAPPED | f::YOUNG);
-        let (slot, cg) = (p.slot, p.cg);
+        let (slot, cg) = (p.rec.slot, p.rec.cg);
         let mut wrote = false;
         if p.has(f::DIRTY) {
             wrote = true;
             self.st.pageout += 1;
             match front.swap_out(PageId(id), slot, MemCg(cg)) {
-                Ok(WriteOut::Zswap | WriteOut::Zero) => self.pages.get_mut(id).clear(f::DIRTY),
+                Ok(WriteOut::Zswap | WriteOut::Zero) => self.pages.clear(id, f::DIRTY),
                 Ok(WriteOut::Disk) => {
                     // Under writeback: kept now, rotated to the tail when the write completes,
                     // freed by the next scan that reaches it.
-                    self.pages.get_mut(id).clear(f::DIRTY);
+                    self.pages.clear(id, f::DIRTY);
                     return (Verdict::Keep { tail: true }, true);
                 }
                 Ok(WriteOut::Refused) => return (self.activate(id, front), true),
@@ -348,11 +347,11 @@ impl Mm {
         }
         // __remove_mapping: leave a shadow (workingset_eviction, stamped with the reclaim
         // target's clock), free the folio.
-        let ws = self.pages.get(id).has(f::WORKINGSET);
+        let ws = self.pages.has(id, f::WORKINGSET);
         let age = self.cgs[sc.target as usize].nonresident_age;
         self.age_nonresident(sc.target, 1);
-        self.swap.slots[slot as usize].shadow = pack_shadow(sc.target, age, ws);
-        let p = self.pages.get_mut(id);
+        self.swap.shadows[slot as usize] = pack_shadow(sc.target, age, ws);
+        let mut p = self.pages.get_mut(id);
         p.clear(
             f::PRESENT
                 | f::ACTIVE

@@ -41,16 +41,11 @@ struct CList {
     tail: u32,
 }
 
-/// One slot: its owner page (`NIL` when free) and the shadow left by the page's last
-/// eviction (0 = none).
-#[derive(Clone, Copy)]
-pub(crate) struct Slot {
-    pub owner: u32,
-    pub shadow: u64,
-}
-
+/// Per slot: its owner page (`NIL` when free) and, apart (so that the allocator's scans
+/// read 4 bytes a slot), the shadow left by the page's last eviction (0 = none).
 pub(crate) struct SwapArea {
-    pub slots: Vec<Slot>,
+    pub owners: Vec<u32>,
+    pub shadows: Vec<u64>,
     clusters: Vec<Cluster>,
     lists: [CList; 4],
     /// `global_cluster->next`: where the cursor continues (0 = none).
@@ -66,13 +61,8 @@ impl SwapArea {
         let nr_clusters = (nr_slots / CLUSTER).max(1);
         let n = nr_clusters * CLUSTER;
         let mut a = SwapArea {
-            slots: vec![
-                Slot {
-                    owner: NIL,
-                    shadow: 0
-                };
-                n as usize
-            ],
+            owners: vec![NIL; n as usize],
+            shadows: vec![0; n as usize],
             clusters: vec![
                 Cluster {
                     count: 0,
@@ -100,7 +90,7 @@ impl SwapArea {
     }
 
     pub fn nr_slots(&self) -> u32 {
-        self.slots.len() as u32
+        self.owners.len() as u32
     }
 
     /// `vm_swap_full`: less than half the swap space is free.
@@ -175,8 +165,9 @@ impl SwapArea {
         let mut next = 0;
         if self.clusters[c as usize].count < CLUSTER {
             for off in from.max(c * CLUSTER)..end {
-                if off != 0 && self.slots[off as usize].owner == NIL {
-                    self.slots[off as usize] = Slot { owner, shadow: 0 };
+                if off != 0 && self.owners[off as usize] == NIL {
+                    self.owners[off as usize] = owner;
+                    self.shadows[off as usize] = 0;
                     self.clusters[c as usize].count += 1;
                     self.used += 1;
                     found = Some(off);
@@ -242,10 +233,12 @@ impl SwapArea {
 
     /// Free a slot (`swap_range_free`): its shadow goes with it.
     pub fn free(&mut self, off: u32) {
-        let s = &mut self.slots[off as usize];
-        debug_assert!(s.owner != NIL, "double free of slot {off}");
-        s.owner = NIL;
-        s.shadow = 0;
+        debug_assert!(
+            self.owners[off as usize] != NIL,
+            "double free of slot {off}"
+        );
+        self.owners[off as usize] = NIL;
+        self.shadows[off as usize] = 0;
         self.used -= 1;
         let c = off / CLUSTER;
         self.clusters[c as usize].count -= 1;

@@ -17,6 +17,7 @@ use uzswap_mm::{
 use uzswap_trace::{Content, Event};
 use uzswap_zswap::{CgroupId, Params, Zswap};
 
+use crate::batch::{Access, Op};
 use crate::report::{CgroupReport, Report, Sample};
 use crate::ReplayError;
 
@@ -59,6 +60,13 @@ pub struct ReplayOptions {
     pub stats_flush: Duration,
     /// The kernel-time model that places the statistics flushes.
     pub clock: KernelClock,
+    /// Pages each trace cgroup's address space spans (cgroup 1 first), when known (a
+    /// built-in workload's layout, a trace's first pass): those pages get fixed engine page
+    /// identities, so an access finds its page without a lookup. Pages beyond (or of cgroups
+    /// not listed) go through a hash map.
+    pub spans: Vec<u64>,
+    /// Open the swap file's data blocks with O_DIRECT (`SwapFile::enable_direct_io`).
+    pub direct_io: bool,
 }
 
 /// How long the kernel takes for what a replay does, to place time-driven kernel behaviour
@@ -100,6 +108,8 @@ impl Default for ReplayOptions {
             tlb_entries: 2048,
             stats_flush: Duration::from_secs(2),
             clock: KernelClock::default(),
+            spans: Vec::new(),
+            direct_io: false,
         }
     }
 }
@@ -120,9 +130,34 @@ struct PerCg {
     events: u64,
 }
 
+/// `x % d` for 32-bit `x` by a multiplication (Lemire, Kaser and Kurz, "Faster remainder by
+/// direct computation", 2019): exact for every 32-bit `x` and `d`.
+#[derive(Clone, Copy)]
+struct FastMod {
+    d: u64,
+    m: u64,
+}
+
+impl FastMod {
+    fn new(d: u32) -> FastMod {
+        let d = u64::from(d.max(1));
+        FastMod {
+            d,
+            m: (u64::MAX / d).wrapping_add(1),
+        }
+    }
+
+    #[inline]
+    fn rem(self, x: u32) -> u32 {
+        ((u128::from(self.m.wrapping_mul(u64::from(x))) * u128::from(self.d)) >> 64) as u32
+    }
+}
+
 struct ReplayFront {
     z: Zswap,
     corpus: Arc<Pages>,
+    /// `% corpus.len()`.
+    corpus_mod: FastMod,
     /// Per page identity: the corpus page it holds, or `ZERO`.
     content: Vec<u32>,
     buf: Vec<u8>,
@@ -141,7 +176,14 @@ struct ReplayFront {
     first_mismatch: Option<String>,
     disk_ns: u64,
     sync_shrink: bool,
+    /// A store ran since the last look at the shrink worker (only stores queue it).
+    stored: bool,
     shrinker: bool,
+    /// Bumped by every call into the cache that may change it (and every control event).
+    zs_gen: u64,
+    /// Per engine cgroup: `zswap_pages` as of generation `.0` (reclaim asks for it on every
+    /// charge; summing the cache's per-CPU counters each time is the engine's cost).
+    zs_memo: Vec<std::cell::Cell<(u64, u64)>>,
 }
 
 impl ReplayFront {
@@ -149,12 +191,14 @@ impl ReplayFront {
     fn data(&self, page: PageId) -> &[u8] {
         match self.content.get(page.0 as usize).copied().unwrap_or(ZERO) {
             ZERO => &ZERO_PAGE,
-            c => self.corpus.page(c as usize % self.corpus.len()),
+            c => self.corpus.page(self.corpus_mod.rem(c) as usize),
         }
     }
 
     #[inline]
     fn charge_time(&mut self, t: Instant) {
+        // Every call into the cache comes through here: its per-cgroup sizes may have moved.
+        self.zs_gen += 1;
         let ns = t.elapsed().as_nanos() as u64;
         self.cache_ns += ns;
         self.pc[self.cur as usize].cache_ns += ns;
@@ -162,19 +206,13 @@ impl ReplayFront {
 }
 
 impl ReplayFront {
-    /// (zswap stores + loads, device reads + writes) so far, over all cgroups.
-    fn swap_ops(&self) -> (u64, u64) {
-        self.pc.iter().fold((0, 0), |(z, d), p| {
-            (z + p.zswpout + p.zswpin, d + p.pswpout + p.pswpin)
-        })
-    }
-
     /// Let the cache's shrink worker run what stores queued during the last event, and wait
     /// for it: the worker gets the CPU when the faulting task leaves the kernel (one run per
     /// event however many stores queued it, as the kernel's workqueue coalesces queue_work
     /// calls made while the work is pending).
     #[inline]
     fn run_queued_worker(&mut self) {
+        self.stored = false;
         if self.sync_shrink && self.z.shrink_worker_queued() {
             let t = Instant::now();
             self.z.hold_shrink_worker(false);
@@ -188,6 +226,7 @@ impl ReplayFront {
 impl Front for ReplayFront {
     fn swap_out(&mut self, page: PageId, slot: u32, cg: MemCg) -> Result<WriteOut, MmError> {
         let t = Instant::now();
+        self.stored = true;
         let zcg = self.zcg[cg.0 as usize];
         let r = cache::swap_out(&self.z, AREA, slot, self.data(page), zcg);
         self.charge_time(t);
@@ -250,10 +289,22 @@ impl Front for ReplayFront {
     }
 
     fn zswap_pages(&self, cg: MemCg) -> u64 {
-        self.z
+        let memo = self.zs_memo.get(cg.0 as usize).filter(|_| self.sync_shrink);
+        if let Some(m) = memo {
+            let (g, v) = m.get();
+            if g == self.zs_gen {
+                return v;
+            }
+        }
+        let v = self
+            .z
             .cgroup_zswap_bytes(self.zcg[cg.0 as usize])
             .unwrap_or(0)
-            .div_ceil(4096)
+            .div_ceil(4096);
+        if let Some(m) = memo {
+            m.set((self.zs_gen, v));
+        }
+        v
     }
 
     fn shrink_slab(&mut self, cg: MemCg, priority: u32) {
@@ -287,25 +338,26 @@ impl Front for ReplayFront {
 /// access through a still-cached translation leaves the bit clear, so a page hot enough to stay
 /// in the TLB can look unused to reclaim. Translations are dropped when the page is unmapped;
 /// this model checks that the page is still mapped on every hit instead.
+///
+/// A set is 16 32-bit tags (a page number folded to 32 bits; two pages 2^32 pages apart alias,
+/// which only matters for address spaces of more than 16 TiB), one cache line, and its
+/// recency order: the 16 way numbers as the nibbles of one word, most recent first. A lookup
+/// is one vector compare; a hit moves its way to the front, a miss replaces the last way.
 struct Tlb {
-    mask: u64,
-    sets: Vec<TlbSet>,
+    mask: u32,
+    tags: Vec<TlbTags>,
+    order: Vec<u64>,
 }
 
-/// One 16-way set: 32-bit tags (a page number folded to 32 bits; two pages 2^32 pages apart
-/// alias, which only matters for address spaces of more than 16 TiB) and the 16 LRU ages as
-/// the bytes of one 128-bit word (0 = most recent; a permutation of 0..16), so that a lookup
-/// is one vector compare and an update a few word operations.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct TlbSet {
-    tags: [u32; WAYS],
-    ages: u128,
-}
+struct TlbTags([u32; WAYS]);
 
 const WAYS: usize = 16;
-const BYTE_ONES: u128 = u128::from_ne_bytes([1; 16]);
-const BYTE_HIGH: u128 = u128::from_ne_bytes([0x80; 16]);
+const NIB_ONES: u64 = 0x1111_1111_1111_1111;
+const NIB_HIGH: u64 = 0x8888_8888_8888_8888;
+/// Ways 0, 1, .., 15 from most to least recent.
+const NIB_IDENTITY: u64 = 0xfedc_ba98_7654_3210;
 
 impl Tlb {
     fn new(entries: usize) -> Option<Tlb> {
@@ -313,48 +365,57 @@ impl Tlb {
             return None;
         }
         let sets = (entries / WAYS).max(1).next_power_of_two();
-        // Ages 0, 1, .., 15 in bytes 0..16.
-        let ages = (0..WAYS as u128).fold(0, |a, i| a | (i << (8 * i)));
         Some(Tlb {
-            mask: sets as u64 - 1,
-            sets: vec![
-                TlbSet {
-                    tags: [u32::MAX; WAYS],
-                    ages
-                };
-                sets
-            ],
+            mask: sets as u32 - 1,
+            tags: vec![TlbTags([u32::MAX; WAYS]); sets],
+            order: vec![NIB_IDENTITY; sets],
         })
+    }
+
+    #[inline]
+    fn set_of(&self, tag: u64) -> usize {
+        (((tag ^ (tag >> 32)) as u32) & self.mask) as usize
+    }
+
+    /// Start loading the set `tag` maps to into the CPU cache.
+    #[inline]
+    fn prefetch(&self, tag: u64) {
+        let i = self.set_of(tag);
+        if let (Some(t), Some(o)) = (self.tags.get(i), self.order.get(i)) {
+            uzswap_mm::prefetch(std::ptr::from_ref(t).cast());
+            uzswap_mm::prefetch(std::ptr::from_ref(o).cast());
+        }
     }
 
     /// Look `tag` up; on a hit it becomes the set's most recent entry. On a miss it replaces
     /// the set's least recent entry. Returns whether it hit.
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, tag: u64) -> bool {
         let t32 = (tag ^ (tag >> 32)) as u32;
-        let s = &mut self.sets[(u64::from(t32) & self.mask) as usize];
+        let i = self.set_of(tag);
+        let tags = &mut self.tags[i].0;
         let mut m = 0u32;
-        for (i, &t) in s.tags.iter().enumerate() {
-            m |= u32::from(t == t32) << i;
+        for (k, &t) in tags.iter().enumerate() {
+            m |= u32::from(t == t32) << k;
         }
-        let hit = m != 0;
-        let way = if hit {
-            m.trailing_zeros()
+        let ord = &mut self.order[i];
+        if m != 0 {
+            let way = u64::from(m.trailing_zeros());
+            // The nibble holding `way` (exactly one does): the lowest zero nibble of
+            // `ord ^ way*0x11..1`, found with the borrow trick, exact for the lowest.
+            let x = *ord ^ (way * NIB_ONES);
+            let pos = (x.wrapping_sub(NIB_ONES) & !x & NIB_HIGH).trailing_zeros() / 4;
+            // Nibbles below `pos` move up one, `way` goes to the front, the rest stay.
+            let below = (1u64 << (4 * pos)) - 1;
+            let upto = u64::MAX >> (60 - 4 * pos);
+            *ord = (*ord & !upto) | ((*ord & below) << 4) | way;
+            true
         } else {
-            // The least recent way holds age 15: the byte where `ages ^ 15` is zero.
-            let z = s.ages ^ (15 * BYTE_ONES);
-            let zero = z.wrapping_sub(BYTE_ONES) & !z & BYTE_HIGH;
-            let w = zero.trailing_zeros() / 8;
-            s.tags[w as usize] = t32;
-            w
-        };
-        // Every way younger than the touched one ages by one; the touched one becomes 0.
-        // Bytewise x < a: bit 7 of (x | 0x80) - a is clear exactly then (x, a < 16).
-        let a = (s.ages >> (8 * way)) & 0xff;
-        let ge = ((s.ages | BYTE_HIGH).wrapping_sub(a * BYTE_ONES)) & BYTE_HIGH;
-        let lt = (!ge & BYTE_HIGH) >> 7;
-        s.ages = (s.ages + lt) & !(0xff << (8 * way));
-        hit
+            let way = *ord >> 60;
+            tags[way as usize] = t32;
+            *ord = (*ord << 4) | way;
+            false
+        }
     }
 }
 
@@ -365,8 +426,11 @@ const SOURCE_TAG: u64 = 1 << 62;
 struct Space {
     name: String,
     mem: MemCg,
-    dense: Vec<u32>,
-    sparse: HashMap<u64, u32>,
+    /// Pages `[0, span)` have engine identity `base + page` (a flat page table).
+    base: u32,
+    span: u64,
+    /// Identities of the other pages (from `Mm::new_page`).
+    extra: HashMap<u64, u32>,
     /// Page-table pages charged: one per 2 MiB of address space touched.
     chunks: Vec<u64>,
     far_chunks: HashSet<u64>,
@@ -375,17 +439,18 @@ struct Space {
     tlb: Option<Tlb>,
 }
 
-/// Pages below this number use the dense table.
-const DENSE_LIMIT: u64 = 1 << 24;
+/// 2 MiB chunks below this number use the bitmap.
+const NEAR_CHUNKS: u64 = 1 << 15;
 
 impl Space {
-    fn new(name: String, mem: MemCg, tlb_entries: usize) -> Space {
+    fn new(name: String, mem: MemCg, base: u32, span: u64, tlb_entries: usize) -> Space {
         Space {
             tlb: Tlb::new(tlb_entries),
             name,
             mem,
-            dense: Vec::new(),
-            sparse: HashMap::new(),
+            base,
+            span,
+            extra: HashMap::new(),
             chunks: Vec::new(),
             far_chunks: HashSet::new(),
             pt_pages: 0,
@@ -393,26 +458,13 @@ impl Space {
         }
     }
 
+    /// The identity of `page` (in the flat range, whether live or not), or `NONE`.
     #[inline]
-    fn get(&self, page: u64) -> u32 {
-        if page < DENSE_LIMIT {
-            self.dense.get(page as usize).copied().unwrap_or(NONE)
+    fn id(&self, page: u64) -> u32 {
+        if page < self.span {
+            self.base + page as u32
         } else {
-            self.sparse.get(&page).copied().unwrap_or(NONE)
-        }
-    }
-
-    fn set(&mut self, page: u64, id: u32) {
-        if page < DENSE_LIMIT {
-            let i = page as usize;
-            if self.dense.len() <= i {
-                self.dense.resize(i + 1, NONE);
-            }
-            self.dense[i] = id;
-        } else if id == NONE {
-            self.sparse.remove(&page);
-        } else {
-            self.sparse.insert(page, id);
+            self.extra.get(&page).copied().unwrap_or(NONE)
         }
     }
 
@@ -420,7 +472,7 @@ impl Space {
     #[inline]
     fn new_chunk(&mut self, page: u64) -> bool {
         let c = page >> 9;
-        if c < DENSE_LIMIT >> 9 {
+        if c < NEAR_CHUNKS {
             let (w, b) = ((c / 64) as usize, c % 64);
             if self.chunks.len() <= w {
                 self.chunks.resize(w + 1, 0);
@@ -433,31 +485,29 @@ impl Space {
         }
     }
 
-    /// Remove the pages of `[page, page + count)` from the table; returns their identities.
-    fn take_range(&mut self, page: u64, count: u64) -> Vec<u32> {
+    /// The live identities of `[page, page + count)`, removing those outside the flat range
+    /// from the table, in page order.
+    fn take_range(&mut self, mm: &Mm, page: u64, count: u64) -> Vec<u32> {
         let end = page.saturating_add(count);
-        let mut ids = Vec::new();
-        let dend = end.min(self.dense.len() as u64);
-        for p in page.min(dend)..dend {
-            let id = std::mem::replace(&mut self.dense[p as usize], NONE);
-            if id != NONE {
-                ids.push(id);
-            }
-        }
-        if end > DENSE_LIMIT && !self.sparse.is_empty() {
-            let keys: Vec<u64> = if count < self.sparse.len() as u64 {
-                (page.max(DENSE_LIMIT)..end)
-                    .filter(|p| self.sparse.contains_key(p))
+        let mut ids: Vec<u32> = (page.min(self.span)..end.min(self.span))
+            .map(|p| self.base + p as u32)
+            .filter(|&id| mm.is_live(PageId(id)))
+            .collect();
+        if end > self.span && !self.extra.is_empty() {
+            let mut keys: Vec<u64> = if count < self.extra.len() as u64 {
+                (page.max(self.span)..end)
+                    .filter(|p| self.extra.contains_key(p))
                     .collect()
             } else {
-                self.sparse
+                self.extra
                     .keys()
                     .copied()
                     .filter(|p| (page..end).contains(p))
                     .collect()
             };
+            keys.sort_unstable();
             for k in keys {
-                if let Some(id) = self.sparse.remove(&k) {
+                if let Some(id) = self.extra.remove(&k) {
                     ids.push(id);
                 }
             }
@@ -465,14 +515,26 @@ impl Space {
         ids
     }
 
-    fn pages(&self) -> Vec<u32> {
-        self.dense
-            .iter()
-            .copied()
-            .chain(self.sparse.values().copied())
-            .filter(|&id| id != NONE)
+    /// Every live identity, in page order.
+    fn pages(&self, mm: &Mm) -> Vec<u32> {
+        let mut extra: Vec<(u64, u32)> = self.extra.iter().map(|(&p, &id)| (p, id)).collect();
+        extra.sort_unstable();
+        (0..self.span)
+            .map(|p| self.base + p as u32)
+            .filter(|&id| mm.is_live(PageId(id)))
+            .chain(extra.into_iter().map(|(_, id)| id))
             .collect()
     }
+}
+
+/// Flat page identities stay below this (the rest of `u32` is for `Mm::new_page`).
+const MAX_FLAT: u64 = 1 << 31;
+
+/// Flat page identities the spans take (spans that do not fit get none).
+fn flat_pages(spans: &[u64]) -> u64 {
+    spans
+        .iter()
+        .fold(0, |n, &s| if n + s <= MAX_FLAT { n + s } else { n })
 }
 
 /// One replay in progress.
@@ -495,6 +557,8 @@ pub struct Replay {
     clock_access_ns: u64,
     clock_zswap_ns: u64,
     clock_disk_ns: u64,
+    /// The next flat page identity (see `ReplayOptions::spans`).
+    next_base: u64,
     _swap: Arc<SwapFile>,
 }
 
@@ -509,10 +573,18 @@ impl Replay {
         // The kernel's shrink worker: a visit that only clears referenced bits is a failure.
         params.rotation_is_failure = true;
         let swap_slots = (opts.swap_slots / 512).max(1) * 512;
-        let swap =
+        let mut swap =
             SwapFile::create_temp(&opts.swap_dir, AREA, u64::from(swap_slots)).map_err(|e| {
                 ReplayError::Setup(format!("swap file in {}: {e}", opts.swap_dir.display()))
             })?;
+        if opts.direct_io {
+            swap.enable_direct_io().map_err(|e| {
+                ReplayError::Setup(format!(
+                    "--direct-io: swap file in {}: {e}",
+                    opts.swap_dir.display()
+                ))
+            })?;
+        }
         // The engine numbers slots itself (cluster allocator); the file only needs them
         // allocated.
         for _ in 0..swap_slots {
@@ -529,16 +601,19 @@ impl Replay {
         if opts.sync_shrink {
             z.hold_shrink_worker(true);
         }
-        let mm = Mm::new(Config {
+        let mut mm = Mm::new(Config {
             accounting: opts.accounting,
             swap_slots,
             exact_stats: opts.stats_flush.is_zero(),
             ..Config::default()
         });
+        let flat = flat_pages(&opts.spans);
+        mm.reserve_pages(flat as usize);
         let f = ReplayFront {
             z,
+            corpus_mod: FastMod::new(u32::try_from(corpus.len()).unwrap_or(u32::MAX)),
             corpus,
-            content: Vec::new(),
+            content: vec![ZERO; flat as usize],
             buf: vec![0; 4096],
             zcg: vec![CgroupId::ROOT],
             pc: vec![PerCg::default()],
@@ -551,7 +626,10 @@ impl Replay {
             first_mismatch: None,
             disk_ns: opts.disk_read_latency.as_nanos() as u64,
             sync_shrink: opts.sync_shrink,
+            stored: false,
             shrinker,
+            zs_gen: 1,
+            zs_memo: Vec::new(),
         };
         Ok(Replay {
             opts,
@@ -560,6 +638,8 @@ impl Replay {
             spaces: vec![Space::new(
                 uzswap_trace::ROOT_NAME.into(),
                 MemCg::ROOT,
+                0,
+                0,
                 tlb_entries,
             )],
             events: 0,
@@ -574,6 +654,7 @@ impl Replay {
             clock_access_ns: clock.access.as_nanos() as u64,
             clock_zswap_ns: clock.zswap_op.as_nanos() as u64,
             clock_disk_ns: clock.disk_op.as_nanos() as u64,
+            next_base: 0,
             _swap: swap,
         })
     }
@@ -607,14 +688,69 @@ impl Replay {
 
     /// Apply one event.
     pub fn apply(&mut self, ev: &Event) -> Result<(), ReplayError> {
-        self.events += 1;
         match *ev {
-            Event::Read { cg, page } => self.access(cg, page, None)?,
-            Event::Write { cg, page, content } => self.access(cg, page, Some(content))?,
+            Event::Read { cg, page } => self.apply_access(cg, page, Access::Read),
+            Event::Write { cg, page, content } => {
+                self.apply_access(cg, page, Access::Write(content))
+            }
+            _ => {
+                self.events += 1;
+                self.control(ev)?;
+                // Control events may run reclaim: look at the shrink worker.
+                self.f.stored = true;
+                self.after_event();
+                Ok(())
+            }
+        }
+    }
+
+    /// Apply one access (the replay loop's fast path; `apply` of a read or write).
+    #[inline]
+    pub fn apply_access(&mut self, cg: u32, page: u64, a: Access) -> Result<(), ReplayError> {
+        self.events += 1;
+        let write = match a {
+            Access::Read => None,
+            Access::Write(c) => Some(c),
+        };
+        self.access(cg, page, write)?;
+        self.after_event();
+        Ok(())
+    }
+
+    /// What follows every event: the shrink worker's turn, the statistics flush, the
+    /// timeline.
+    #[inline(always)]
+    fn after_event(&mut self) {
+        if self.f.stored {
+            self.f.run_queued_worker();
+        }
+        if !self.opts.stats_flush.is_zero() {
+            self.kernel_ns += self.clock_access_ns;
+            let ops = self.f.ops;
+            self.kernel_ns += (ops.0 - self.ops_seen.0) * self.clock_zswap_ns
+                + (ops.1 - self.ops_seen.1) * self.clock_disk_ns;
+            self.ops_seen = ops;
+            if self.kernel_ns >= self.next_flush_ns {
+                self.mm.flush_stats();
+                self.next_flush_ns = self.kernel_ns + self.opts.stats_flush.as_nanos() as u64;
+            }
+        }
+        if self.opts.timeline_every > 0 && self.events % self.opts.timeline_every == 0 {
+            self.sample();
+        }
+    }
+
+    /// Events other than accesses.
+    #[inline(never)]
+    fn control(&mut self, ev: &Event) -> Result<(), ReplayError> {
+        self.f.zs_gen += 1;
+        match *ev {
+            Event::Read { .. } | Event::Write { .. } => unreachable!("accesses take the fast path"),
             Event::Free { cg, page, count } => {
-                let s = self.space(cg)?;
+                let s = self.spaces.get_mut(cg as usize).filter(|s| !s.removed);
+                let s = s.ok_or_else(|| ReplayError::Trace(format!("no cgroup #{cg}")))?;
                 let mem = s.mem.0;
-                let ids = s.take_range(page, count);
+                let ids = s.take_range(&self.mm, page, count);
                 self.f.cur = mem;
                 for id in ids {
                     self.mm.free_page(PageId(id), &mut self.f);
@@ -641,17 +777,31 @@ impl Replay {
                 debug_assert_eq!(mem.0 as usize, self.f.zcg.len());
                 self.f.zcg.push(zcg);
                 self.f.pc.push(PerCg::default());
-                self.spaces
-                    .push(Space::new(name.clone(), mem, self.opts.tlb_entries));
+                self.f.zs_memo.resize(self.f.zcg.len(), Default::default());
+                let span = self.opts.spans.get(cg as usize - 1).copied().unwrap_or(0);
+                let span = if self.next_base + span <= MAX_FLAT {
+                    span
+                } else {
+                    0
+                };
+                let base = self.next_base as u32;
+                self.next_base += span;
+                self.spaces.push(Space::new(
+                    name.clone(),
+                    mem,
+                    base,
+                    span,
+                    self.opts.tlb_entries,
+                ));
             }
             Event::RemoveCgroup { cg } => {
-                let s = self.space(cg)?;
+                let s = self.spaces.get_mut(cg as usize).filter(|s| !s.removed);
+                let s = s.ok_or_else(|| ReplayError::Trace(format!("no cgroup #{cg}")))?;
                 let mem = s.mem;
-                let ids = s.pages();
+                let ids = s.pages(&self.mm);
                 let pt = std::mem::take(&mut s.pt_pages);
                 s.removed = true;
-                s.dense = Vec::new();
-                s.sparse = HashMap::new();
+                s.extra = HashMap::new();
                 self.f.cur = mem.0;
                 for id in ids {
                     self.mm.free_page(PageId(id), &mut self.f);
@@ -707,21 +857,6 @@ impl Replay {
                     .map_err(|e| ReplayError::Trace(format!("param {name} {value}: {e}")))?;
             }
         }
-        self.f.run_queued_worker();
-        if !self.opts.stats_flush.is_zero() {
-            self.kernel_ns += self.clock_access_ns;
-            let ops = self.f.swap_ops();
-            self.kernel_ns += (ops.0 - self.ops_seen.0) * self.clock_zswap_ns
-                + (ops.1 - self.ops_seen.1) * self.clock_disk_ns;
-            self.ops_seen = ops;
-            if self.kernel_ns >= self.next_flush_ns {
-                self.mm.flush_stats();
-                self.next_flush_ns = self.kernel_ns + self.opts.stats_flush.as_nanos() as u64;
-            }
-        }
-        if self.opts.timeline_every > 0 && self.events % self.opts.timeline_every == 0 {
-            self.sample();
-        }
         Ok(())
     }
 
@@ -734,7 +869,7 @@ impl Replay {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn access(&mut self, cg: u32, page: u64, write: Option<Content>) -> Result<(), ReplayError> {
         let Some(s) = self.spaces.get_mut(cg as usize).filter(|s| !s.removed) else {
             return Err(ReplayError::Trace(format!("no cgroup #{cg}")));
@@ -742,46 +877,82 @@ impl Replay {
         let mem = s.mem;
         self.f.cur = mem.0;
         self.f.pc[mem.0 as usize].events += 1;
-        let mut id = s.get(page);
         let tlb_hit = s.tlb.as_mut().is_some_and(|t| t.access(page));
-        if id == NONE {
-            let new_chunk = s.new_chunk(page);
-            if new_chunk && self.opts.page_tables {
-                s.pt_pages += 1;
-                self.mm
-                    .charge_kernel(mem, 1, &mut self.f)
-                    .map_err(ReplayError::Engine)?;
-            }
-            let pid = self.mm.new_page(mem).map_err(ReplayError::Engine)?;
-            id = pid.0;
-            self.spaces[cg as usize].set(page, id);
-            let i = id as usize;
-            if self.f.content.len() <= i {
-                self.f.content.resize(i + 1, ZERO);
-            }
-            self.f.content[i] = ZERO;
-        }
+        let id = s.id(page);
         // A TLB hit on a mapped page needs no page walk: no accessed bit, no fault. (A
         // translation of a page unmapped since would have been flushed: then it is a miss.)
-        if !(tlb_hit && self.mm.access_cached(PageId(id), write.is_some())) {
+        if id == NONE || !self.mm.access_mapped(PageId(id), write.is_some(), tlb_hit) {
+            let id = if id == NONE || !self.mm.is_live(PageId(id)) {
+                self.new_page(cg, page)?
+            } else {
+                id
+            };
             self.mm
                 .access(PageId(id), write.is_some(), &mut self.f)
                 .map_err(ReplayError::Engine)?;
+            if let Some(c) = write {
+                self.write_content(cg, id, c);
+            }
+            return Ok(());
         }
         if let Some(c) = write {
-            let v = match c {
-                Content::Page(i) => i % (ZERO - 1),
-                Content::Zero => ZERO,
-            };
-            self.f.content[id as usize] = v;
-            // The process reads the new content from the page source.
-            if v != ZERO {
-                if let Some(t) = self.spaces[cg as usize].tlb.as_mut() {
-                    t.access(SOURCE_TAG | u64::from(v % self.f.corpus.len() as u32));
-                }
-            }
+            self.write_content(cg, id, c);
         }
         Ok(())
+    }
+
+    /// The first touch of `page`: charge its page-table page if its 2 MiB chunk is new, then
+    /// make its engine identity (holding the zero page's content).
+    #[cold]
+    fn new_page(&mut self, cg: u32, page: u64) -> Result<u32, ReplayError> {
+        let s = &mut self.spaces[cg as usize];
+        let mem = s.mem;
+        let new_chunk = s.new_chunk(page);
+        if new_chunk && self.opts.page_tables {
+            s.pt_pages += 1;
+            self.mm
+                .charge_kernel(mem, 1, &mut self.f)
+                .map_err(ReplayError::Engine)?;
+        }
+        let s = &mut self.spaces[cg as usize];
+        let id = if page < s.span {
+            self.mm.new_page_at(mem, PageId(s.base + page as u32))
+        } else {
+            self.mm.new_page(mem)
+        }
+        .map_err(ReplayError::Engine)?
+        .0;
+        if page >= s.span {
+            s.extra.insert(page, id);
+        }
+        let i = id as usize;
+        if self.f.content.len() <= i {
+            self.f.content.resize(i + 1, ZERO);
+        }
+        self.f.content[i] = ZERO;
+        Ok(id)
+    }
+
+    /// The TLB tag of the page-source page holding content `v`.
+    #[inline]
+    fn source_tag(&self, v: u32) -> u64 {
+        SOURCE_TAG | u64::from(self.f.corpus_mod.rem(v))
+    }
+
+    /// Record what a write put in page `id`; the process reads it from the page source.
+    #[inline]
+    fn write_content(&mut self, cg: u32, id: u32, c: Content) {
+        let v = match c {
+            Content::Page(i) => i % (ZERO - 1),
+            Content::Zero => ZERO,
+        };
+        self.f.content[id as usize] = v;
+        if v != ZERO {
+            let tag = self.source_tag(v);
+            if let Some(t) = self.spaces[cg as usize].tlb.as_mut() {
+                t.access(tag);
+            }
+        }
     }
 
     /// Check every page against the cache (tests and `--audit`): a page that is out has its
@@ -801,7 +972,7 @@ impl Replay {
         let mut owned = vec![false; self.mm.swap_slots() as usize];
         let (mut out, mut entries) = (0u64, 0u64);
         for sp in self.spaces.iter().filter(|s| !s.removed) {
-            for id in sp.pages() {
+            for id in sp.pages(&self.mm) {
                 let st = self.mm.page_state(PageId(id));
                 let Some(slot) = st.slot else {
                     continue;
@@ -850,27 +1021,56 @@ impl Replay {
         Ok((out, entries))
     }
 
-    /// Overlap the memory latency of an upcoming access: stage 1 loads its page-table entry,
-    /// stage 2 (a few events later, when that entry is cached) its page record and content.
+    /// Overlap the memory latency of an upcoming access: load its page's flags and content
+    /// entry and the TLB sets it looks up into the CPU cache (the cache's work in between
+    /// evicts them).
     #[inline]
-    pub fn prefetch(&self, ev: &Event, stage2: bool) {
-        let (Event::Read { cg, page } | Event::Write { cg, page, .. }) = *ev else {
+    pub fn prefetch(&self, ev: &Event) {
+        let (cg, page, content) = match *ev {
+            Event::Read { cg, page } => (cg, page, None),
+            Event::Write { cg, page, content } => (cg, page, Some(content)),
+            _ => return,
+        };
+        self.prefetch_access(cg, page, content);
+    }
+
+    /// `prefetch` of an op.
+    #[inline]
+    pub fn prefetch_op(&self, op: Op) {
+        match op.access() {
+            Some((cg, page, Access::Read)) => self.prefetch_access(cg, page, None),
+            Some((cg, page, Access::Write(c))) => self.prefetch_access(cg, page, Some(c)),
+            None => {}
+        }
+    }
+
+    /// Later stages of `prefetch_op` for an access that will fault: its page's record
+    /// (`swap` false), then its swap slot's state (`swap` true).
+    #[inline]
+    pub fn prefetch_fault(&self, op: Op, swap: bool) {
+        let Some((cg, page, _)) = op.access() else {
             return;
         };
+        if let Some(s) = self.spaces.get(cg as usize) {
+            if page < s.span {
+                self.mm.prefetch_fault(PageId(s.base + page as u32), swap);
+            }
+        }
+    }
+
+    #[inline]
+    fn prefetch_access(&self, cg: u32, page: u64, content: Option<Content>) {
         let Some(s) = self.spaces.get(cg as usize) else {
             return;
         };
-        if page >= DENSE_LIMIT {
-            return;
-        }
-        if !stage2 {
-            if let Some(e) = s.dense.get(page as usize) {
-                uzswap_mm::prefetch(std::ptr::from_ref(e).cast());
+        if let Some(t) = &s.tlb {
+            t.prefetch(page);
+            if let Some(Content::Page(i)) = content {
+                t.prefetch(self.source_tag(i % (ZERO - 1)));
             }
-            return;
         }
-        let id = s.get(page);
-        if id != NONE {
+        if page < s.span {
+            let id = s.base + page as u32;
             self.mm.prefetch(PageId(id));
             if let Some(c) = self.f.content.get(id as usize) {
                 uzswap_mm::prefetch(std::ptr::from_ref(c).cast());
@@ -960,7 +1160,36 @@ fn pc_view(p: &PerCg) -> crate::report::FrontCounts {
 
 #[cfg(test)]
 mod tests {
-    use super::Tlb;
+    use super::{FastMod, Tlb};
+
+    #[test]
+    fn fastmod_is_the_remainder() {
+        let mut x = 1u64;
+        for d in [
+            1u32,
+            2,
+            3,
+            7,
+            4096,
+            8191,
+            8192,
+            65537,
+            u32::MAX - 1,
+            u32::MAX,
+        ] {
+            let f = FastMod::new(d);
+            for v in [0u32, 1, d - 1, d, d.wrapping_add(1), u32::MAX, u32::MAX - 1] {
+                assert_eq!(f.rem(v), v % d, "{v} % {d}");
+            }
+            for _ in 0..10_000 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let v = (x >> 32) as u32;
+                assert_eq!(f.rem(v), v % d, "{v} % {d}");
+            }
+        }
+    }
 
     /// The nibble-age TLB is an exact 16-way LRU: compare with a plain list model.
     #[test]

@@ -24,6 +24,7 @@
 //! thread and is waited for after stores that queue it); `--compare` runs one replay per
 //! thread, sharing only the read-only corpus.
 
+pub mod batch;
 pub mod driver;
 pub mod kernel;
 pub mod params;
@@ -37,6 +38,7 @@ use std::io::BufReader;
 
 use uzswap_trace::{Event, TraceReader};
 
+pub use batch::{Access, Batch, Op};
 pub use driver::{Replay, ReplayOptions};
 pub use report::Report;
 pub use workload::{Builtin, CgroupLayout, WorkloadParams, BUILTIN};
@@ -73,6 +75,24 @@ impl Source {
         }
     }
 
+    /// Replace `out`'s contents with the next events: at least `min` unless the stream
+    /// ends (then fewer; none at its end).
+    pub fn fill(&mut self, out: &mut Batch, min: usize) -> Result<(), ReplayError> {
+        match self {
+            Source::Builtin(b) => b.fill(out, min),
+            Source::Trace(t) => {
+                out.clear();
+                while out.len() < min {
+                    match t.next_event()? {
+                        Some(r) => out.push(r.event),
+                        None => break,
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Events to expect, when known.
     pub fn total_events(&self) -> Option<u64> {
         match self {
@@ -93,12 +113,21 @@ impl Source {
     }
 }
 
-/// Events between fetching an event and applying it: the replay prefetches the memory each
-/// upcoming access needs (page-table entry at `LOOKAHEAD`, page record at half of it), so the
-/// random accesses of a large footprint overlap instead of stalling one after another.
-const LOOKAHEAD: usize = 16;
+/// Events between prefetching the memory an access needs (its page's flags and content
+/// entry; half-way, if it will fault, its page record; a quarter before, its swap slot's
+/// state) and applying it, so that the random accesses of a large footprint overlap instead
+/// of stalling one after another.
+const LOOKAHEAD: usize = 8;
+
+/// Events fetched from the source at a time.
+const BATCH: usize = 4096;
 
 /// Replay every event of `src`; `progress(events)` is called every 65536 events.
+///
+/// The events are generated (built-in workload) or read and decoded (trace) on a second
+/// thread, a few batches ahead, while this one replays: producing the events is the trace's
+/// work, not the reclaim model's, and overlaps it (the events and so every counter are the
+/// same as on one thread).
 pub fn run(
     replay: &mut Replay,
     src: &mut Source,
@@ -106,32 +135,96 @@ pub fn run(
 ) -> Result<Report, ReplayError> {
     let name = src.name();
     replay.start_clock();
-    let mut ring: std::collections::VecDeque<Event> =
-        std::collections::VecDeque::with_capacity(LOOKAHEAD + 1);
-    let mut done = false;
-    loop {
-        while !done && ring.len() < LOOKAHEAD {
-            match src.next_event()? {
-                Some(ev) => {
-                    replay.prefetch(&ev, false);
-                    ring.push_back(ev);
+    std::thread::scope(|scope| {
+        // Full batches to the replay, empty ones back for reuse: no allocation per batch.
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Batch, ReplayError>>(3);
+        let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Batch>();
+        for _ in 0..4 {
+            empty_tx
+                .send(Batch::with_capacity(2 * BATCH))
+                .expect("receiver alive");
+        }
+        let producer = std::thread::Builder::new()
+            .name("replay-source".into())
+            .spawn_scoped(scope, move || {
+                while let Ok(mut batch) = empty_rx.recv() {
+                    let r = src.fill(&mut batch, BATCH);
+                    let end = r.is_err() || batch.is_empty();
+                    if full_tx.send(r.map(|()| batch)).is_err() || end {
+                        break;
+                    }
                 }
-                None => done = true,
+            })
+            .map_err(|e| ReplayError::Setup(format!("starting the event source thread: {e}")))?;
+        let r = replay_batches(replay, &full_rx, &empty_tx, progress);
+        // Unblock and stop the producer whatever happened here.
+        drop(empty_tx);
+        drop(full_rx);
+        producer
+            .join()
+            .map_err(|_| ReplayError::Setup("the event source thread panicked".into()))?;
+        r
+    })?;
+    progress(replay.events());
+    replay.report(&name)
+}
+
+/// The replay side of `run`: apply each batch as it arrives, hand it back emptied.
+fn replay_batches(
+    replay: &mut Replay,
+    full: &std::sync::mpsc::Receiver<Result<Batch, ReplayError>>,
+    empty: &std::sync::mpsc::Sender<Batch>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), ReplayError> {
+    loop {
+        let Ok(batch) = full.recv() else {
+            return Err(ReplayError::Setup(
+                "the event source thread stopped early".into(),
+            ));
+        };
+        let batch = batch?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        apply_batch(replay, &batch, progress)?;
+        // The producer may have finished: then nobody takes the batch back.
+        let _ = empty.send(batch);
+    }
+}
+
+/// Apply the events of one batch, prefetching ahead.
+fn apply_batch(
+    replay: &mut Replay,
+    batch: &Batch,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), ReplayError> {
+    let ops = &batch.ops;
+    for &op in ops.iter().take(LOOKAHEAD) {
+        replay.prefetch_op(op);
+    }
+    let mut controls = batch.events.iter();
+    for i in 0..ops.len() {
+        if let Some(&op) = ops.get(i + LOOKAHEAD) {
+            replay.prefetch_op(op);
+        }
+        if let Some(&op) = ops.get(i + LOOKAHEAD / 2) {
+            replay.prefetch_fault(op, false);
+        }
+        if let Some(&op) = ops.get(i + LOOKAHEAD / 4) {
+            replay.prefetch_fault(op, true);
+        }
+        match ops[i].access() {
+            Some((cg, page, a)) => replay.apply_access(cg, page, a)?,
+            None => {
+                let ev = controls.next().expect("a control op has its event");
+                replay.apply(ev)?;
             }
         }
-        let Some(ev) = ring.pop_front() else {
-            break;
-        };
-        if let Some(mid) = ring.get(LOOKAHEAD / 2) {
-            replay.prefetch(mid, true);
-        }
-        replay.apply(&ev)?;
         if replay.events() & 0xffff == 0 {
             progress(replay.events());
         }
     }
-    progress(replay.events());
-    replay.report(&name)
+    Ok(())
 }
 
 /// Swap slots for a workload spanning `footprint_pages` pages in all: twice the footprint

@@ -2,7 +2,7 @@
 //! Cache options by name, as `uzswap replay`/`uzswap run` spell them and as a trace's `param`
 //! events carry them: one place that maps an option to `uzswap_zswap::Params`.
 
-use uzswap_zswap::{Algorithm, Params, WarmProtection};
+use uzswap_zswap::{Algorithm, ChainRule, LruMode, Params, WarmProtection};
 
 /// The cache options (flag names without dashes) and what they take.
 pub const OPTIONS: [(&str, &str); 11] = [
@@ -30,8 +30,7 @@ fn on_off(name: &str, v: &str) -> Result<bool, String> {
     }
 }
 
-/// Apply option `name` = `value` to `p`. Options whose non-default value needs cache
-/// behaviour that does not exist yet return a clear error.
+/// Apply option `name` = `value` to `p`; a bad name or value is a clear error.
 pub fn apply(p: &mut Params, name: &str, value: &str) -> Result<(), String> {
     match name {
         "compressor" => {
@@ -49,20 +48,9 @@ pub fn apply(p: &mut Params, name: &str, value: &str) -> Result<(), String> {
             p.chain_size = n;
         }
         "chain-rule" => {
-            match value {
-                "min-waste" => {}
-                "used-percent" => return Err(
-                    "--chain-rule used-percent: the cache's pools do not take a chain rule yet \
-                     (uzswap-zswap::Params has no such field; `uzswap classes --chain-rule` \
-                     shows its class table)"
-                        .into(),
-                ),
-                _ => {
-                    return Err(format!(
-                        "--chain-rule {value:?}: expected min-waste or used-percent"
-                    ))
-                }
-            }
+            p.chain_rule = value.parse::<ChainRule>().map_err(|_| {
+                format!("--chain-rule {value:?}: expected min-waste or used-percent")
+            })?;
         }
         "max-pool-percent" | "accept-threshold-percent" => {
             let n: u32 = value
@@ -89,22 +77,17 @@ pub fn apply(p: &mut Params, name: &str, value: &str) -> Result<(), String> {
                 }
             }
         }
-        "zero-pages" => match value {
-            "entryless" => {}
-            "entry" => {
-                return Err(
-                    "--zero-pages entry: not implemented yet (zero-filled pages with a \
-                            zswap entry need Params::zero_page_entries, still to come in \
-                            uzswap-zswap)"
-                        .into(),
-                )
+        "zero-pages" => {
+            p.zero_page_entries = match value {
+                "entryless" => false,
+                "entry" => true,
+                _ => {
+                    return Err(format!(
+                        "--zero-pages {value:?}: expected entryless or entry"
+                    ))
+                }
             }
-            _ => {
-                return Err(format!(
-                    "--zero-pages {value:?}: expected entryless or entry"
-                ))
-            }
-        },
+        }
         "incompressible" => {
             p.reject_compress_poor = match value {
                 "store" => false,
@@ -116,17 +99,11 @@ pub fn apply(p: &mut Params, name: &str, value: &str) -> Result<(), String> {
                 }
             }
         }
-        "lru" => match value {
-            "global" => {}
-            "per-pool" => {
-                return Err(
-                    "--lru per-pool: not implemented yet (one LRU per compressor pool \
-                            needs Params::lru = LruMode::PerPool, still to come in uzswap-zswap)"
-                        .into(),
-                )
-            }
-            _ => return Err(format!("--lru {value:?}: expected global or per-pool")),
-        },
+        "lru" => {
+            p.lru = value
+                .parse::<LruMode>()
+                .map_err(|_| format!("--lru {value:?}: expected global or per-pool"))?;
+        }
         _ => {
             let known: Vec<&str> = OPTIONS.iter().map(|(n, _)| *n).collect();
             return Err(format!(
@@ -156,11 +133,16 @@ mod tests {
         assert_eq!((p.chain_size, p.max_pool_percent), (16, 7));
         assert!(p.shrinker_enabled && !p.proactive_shrink && p.reject_compress_poor);
         assert_eq!(p.warm_protection, WarmProtection::ProtectedSize);
-        for (n, v) in [("zero-pages", "entry"), ("lru", "per-pool")] {
-            assert!(apply(&mut p, n, v)
-                .unwrap_err()
-                .contains("not implemented yet"));
-        }
+        apply(&mut p, "zero-pages", "entry").unwrap();
+        apply(&mut p, "lru", "per-pool").unwrap();
+        apply(&mut p, "chain-rule", "used-percent").unwrap();
+        assert!(p.zero_page_entries);
+        assert_eq!(p.lru, LruMode::PerPool);
+        assert_eq!(p.chain_rule, ChainRule::UsedPercent);
+        assert!(apply(&mut p, "lru", "local")
+            .unwrap_err()
+            .contains("global or per-pool"));
+        assert!(apply(&mut p, "chain-rule", "best").is_err());
         assert!(apply(&mut p, "chain-size", "3").is_err());
         assert!(apply(&mut p, "bogus", "1").unwrap_err().contains("unknown"));
     }

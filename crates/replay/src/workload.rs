@@ -13,9 +13,9 @@
 //! random choice. Page contents are corpus page indices chosen by a hash of (seed, cgroup,
 //! page, event number).
 
-use std::collections::VecDeque;
-
 use uzswap_trace::{Content, Event};
+
+use crate::batch::Batch;
 
 /// The built-in workloads, in the order `--help` lists them.
 pub const BUILTIN: [&str; 4] = ["build", "zipf", "scan", "active-vs-background"];
@@ -62,7 +62,11 @@ pub struct Builtin {
     name: &'static str,
     layout: Vec<CgroupLayout>,
     total: u64,
-    q: VecDeque<Event>,
+    /// Generated events not handed out yet: ops from `pos`, their control events from
+    /// `epos`.
+    q: Batch,
+    pos: usize,
+    epos: usize,
     g: Gen,
 }
 
@@ -85,9 +89,9 @@ impl Builtin {
         g.set_rng(rng, p.seed);
         let layout = g.layout();
         let total = g.total();
-        let mut q = VecDeque::new();
+        let mut q = Batch::default();
         for (i, c) in layout.iter().enumerate() {
-            q.push_back(Event::Cgroup {
+            q.push(Event::Cgroup {
                 cg: i as u32 + 1,
                 parent: 0,
                 name: c.name.clone(),
@@ -97,7 +101,7 @@ impl Builtin {
             } else {
                 0
             };
-            q.push_back(Event::MemoryMax {
+            q.push(Event::MemoryMax {
                 cg: i as u32 + 1,
                 bytes: Some((m + extra) * 4096),
             });
@@ -107,6 +111,8 @@ impl Builtin {
             layout,
             total: total + q.len() as u64,
             q,
+            pos: 0,
+            epos: 0,
             g,
         })
     }
@@ -127,14 +133,31 @@ impl Builtin {
 
     /// The next event.
     pub fn next_event(&mut self) -> Option<Event> {
-        loop {
-            if let Some(e) = self.q.pop_front() {
-                return Some(e);
-            }
+        while self.pos == self.q.len() {
+            self.q.clear();
+            (self.pos, self.epos) = (0, 0);
             if !self.g.refill(&mut self.q) {
                 return None;
             }
         }
+        let op = self.q.ops[self.pos];
+        self.pos += 1;
+        Some(op.to_event(|| {
+            self.epos += 1;
+            std::mem::replace(
+                &mut self.q.events[self.epos - 1],
+                Event::RemoveCgroup { cg: 0 },
+            )
+        }))
+    }
+
+    /// Replace `out`'s contents with the next events: at least `min` of them unless the
+    /// stream ends (then fewer; none at its end).
+    pub fn fill(&mut self, out: &mut Batch, min: usize) {
+        out.clear();
+        self.q.move_tail(self.pos, self.epos, out);
+        (self.pos, self.epos) = (0, 0);
+        while out.len() < min && self.g.refill(out) {}
     }
 }
 
@@ -172,15 +195,21 @@ impl Rng {
 }
 
 /// Zipf(s) over 1..=n by rejection-inversion (Hörmann and Derflinger 1996): O(1) time and
-/// memory per sample.
-#[derive(Clone, Copy, Debug)]
+/// memory per sample. The acceptance bound of the slow test of the lowest ranks (the hottest,
+/// where it runs most) is kept once computed: the same values, without four libm calls.
+#[derive(Clone, Debug)]
 pub struct Zipf {
     n: f64,
     s: f64,
     h_x1: f64,
     h_n: f64,
     sq: f64,
+    /// `h_int(k + 0.5) - h(k)` of rank `k` (index `k - 1`); NaN until computed.
+    bound: Vec<f64>,
 }
+
+/// Ranks whose acceptance bound is kept.
+const ZIPF_MEMO: usize = 1 << 14;
 
 impl Zipf {
     pub fn new(n: u64, s: f64) -> Zipf {
@@ -190,6 +219,7 @@ impl Zipf {
             h_x1: 0.0,
             h_n: 0.0,
             sq: 0.0,
+            bound: vec![f64::NAN; (n.max(1) as usize).min(ZIPF_MEMO)],
         };
         z.h_x1 = z.h_int(1.5) - 1.0;
         z.h_n = z.h_int(z.n + 0.5);
@@ -207,13 +237,33 @@ impl Zipf {
         let t = (x * (1.0 - self.s)).max(-1.0);
         (helper1(t) * x).exp()
     }
+    /// `h_int(k + 0.5) - h(k)`, from the memo for the lowest ranks.
+    #[inline]
+    fn bound(&mut self, k: f64) -> f64 {
+        let Some(b) = self.bound.get_mut(k as usize - 1) else {
+            return self.h_int(k + 0.5) - self.h(k);
+        };
+        if b.is_nan() {
+            let v = {
+                let z = &*self;
+                z.h_int(k + 0.5) - z.h(k)
+            };
+            self.bound[k as usize - 1] = v;
+            return v;
+        }
+        *b
+    }
+
     /// A rank in 1..=n (1 is the most frequent).
-    pub fn sample(&self, rng: &mut Rng) -> u64 {
+    pub fn sample(&mut self, rng: &mut Rng) -> u64 {
         loop {
             let u = self.h_n + rng.unit() * (self.h_x1 - self.h_n);
             let x = self.h_int_inv(u);
-            let k = (x + 0.5).floor().clamp(1.0, self.n);
-            if k - x <= self.sq || u >= self.h_int(k + 0.5) - self.h(k) {
+            // floor(x + 0.5) for x + 0.5 >= 0 (below 2^63 here), without a libm call:
+            // truncation is floor for non-negative values; NaN and negatives go to 0 and are
+            // clamped to 1 as floor's result would be.
+            let k = (((x + 0.5) as u64) as f64).clamp(1.0, self.n);
+            if k - x <= self.sq || u >= self.bound(k) {
                 return k as u64;
             }
         }
@@ -260,8 +310,13 @@ impl Scatter {
     }
     #[inline]
     fn map(&self, i: u64) -> u64 {
-        ((u128::from(i) * u128::from(self.a.max(1)) + u128::from(self.b)) % u128::from(self.n))
-            as u64
+        let a = self.a.max(1);
+        if self.n <= 1 << 32 && i < self.n {
+            // i, a, b < n <= 2^32: i * a + b < 2^64, the same value without 128-bit division.
+            (i * a + self.b) % self.n
+        } else {
+            ((u128::from(i) * u128::from(a) + u128::from(self.b)) % u128::from(self.n)) as u64
+        }
     }
 }
 
@@ -345,7 +400,7 @@ impl Gen {
         }
     }
 
-    fn refill(&mut self, q: &mut VecDeque<Event>) -> bool {
+    fn refill(&mut self, q: &mut Batch) -> bool {
         match self {
             Gen::Build(b) => b.refill(q),
             Gen::Zipf(z) => z.refill(q),
@@ -380,7 +435,7 @@ impl ZipfW {
             c: Contents { seed: 0, n: 0 },
         }
     }
-    fn refill(&mut self, q: &mut VecDeque<Event>) -> bool {
+    fn refill(&mut self, q: &mut Batch) -> bool {
         let end = self.f + self.accesses;
         if self.done >= end {
             return false;
@@ -408,7 +463,7 @@ impl ZipfW {
                     Event::Read { cg: 1, page }
                 }
             };
-            q.push_back(e);
+            q.push(e);
             self.done += 1;
         }
         true
@@ -435,7 +490,7 @@ impl Scan {
             c: Contents { seed: 0, n: 0 },
         }
     }
-    fn refill(&mut self, q: &mut VecDeque<Event>) -> bool {
+    fn refill(&mut self, q: &mut Batch) -> bool {
         let end = self.f * self.passes;
         if self.done >= end {
             return false;
@@ -446,7 +501,7 @@ impl Scan {
             }
             let page = self.done % self.f;
             let first = self.done < self.f;
-            q.push_back(if first || self.rng.chance(0.1) {
+            q.push(if first || self.rng.chance(0.1) {
                 Event::Write {
                     cg: 1,
                     page,
@@ -493,7 +548,7 @@ impl Avb {
             c: Contents { seed: 0, n: 0 },
         }
     }
-    fn refill(&mut self, q: &mut VecDeque<Event>) -> bool {
+    fn refill(&mut self, q: &mut Batch) -> bool {
         let end = self.bg + self.wa + self.accesses;
         if self.done >= end {
             return false;
@@ -528,7 +583,7 @@ impl Avb {
                     Event::Read { cg: 2, page }
                 }
             };
-            q.push_back(e);
+            q.push(e);
             self.done += 1;
         }
         true
@@ -625,7 +680,7 @@ impl Build {
         self.jobs_started += 1;
     }
 
-    fn refill(&mut self, q: &mut VecDeque<Event>) -> bool {
+    fn refill(&mut self, q: &mut Batch) -> bool {
         let setup = self.cold + self.warm;
         if self.setup_done < setup {
             for _ in 0..BATCH {
@@ -633,7 +688,7 @@ impl Build {
                     break;
                 }
                 let page = self.setup_done;
-                q.push_back(Event::Write {
+                q.push(Event::Write {
                     cg: 1,
                     page,
                     content: self.c.next(1, page),
@@ -662,7 +717,7 @@ impl Build {
             let j = self.slots[k];
             if j.written < j.size {
                 let page = base + j.written;
-                q.push_back(Event::Write {
+                q.push(Event::Write {
                     cg: 1,
                     page,
                     content: self.c.next(1, page),
@@ -700,11 +755,11 @@ impl Build {
                         Event::Read { cg: 1, page }
                     }
                 };
-                q.push_back(e);
+                q.push(e);
                 self.slots[k].left -= 1;
             } else {
                 // The job exits: its memory is freed.
-                q.push_back(Event::Free {
+                q.push(Event::Free {
                     cg: 1,
                     page: base,
                     count: j.size,
@@ -756,7 +811,7 @@ mod tests {
 
     #[test]
     fn zipf_is_skewed() {
-        let z = Zipf::new(1000, 1.0);
+        let mut z = Zipf::new(1000, 1.0);
         let mut r = Rng::new(1);
         let mut top = 0;
         for _ in 0..100_000 {

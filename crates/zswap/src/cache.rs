@@ -129,6 +129,7 @@ impl Zswap {
             pools: pool::Pools::new(
                 params.compressor,
                 params.chain_size,
+                params.chain_rule,
                 cache_bound(&params),
                 lanes_per_pool,
             )?,
@@ -315,8 +316,13 @@ impl Zswap {
                 requested: p.lru,
             });
         }
-        if p.compressor != cur.compressor || p.chain_size != cur.chain_size {
-            self.inner.pools.switch(p.compressor, p.chain_size)?;
+        if p.compressor != cur.compressor
+            || p.chain_size != cur.chain_size
+            || p.chain_rule != cur.chain_rule
+        {
+            self.inner
+                .pools
+                .switch(p.compressor, p.chain_size, p.chain_rule)?;
         }
         self.inner.hot.set(&p);
         if p.max_pool_percent != cur.max_pool_percent
@@ -479,6 +485,7 @@ impl Zswap {
             .map(|p| PoolInfo {
                 compressor: p.alg,
                 chain_size: p.chain_size,
+                chain_rule: p.chain_rule,
                 total_pages: p.zs.total_pages() as u64,
                 current: p.id == cur.id,
                 killed: p.refs.is_killed(),

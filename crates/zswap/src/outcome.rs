@@ -89,6 +89,8 @@ pub struct PoolInfo {
     pub compressor: Algorithm,
     /// Its zsmalloc chain size.
     pub chain_size: usize,
+    /// Its zsmalloc chain rule.
+    pub chain_rule: uzswap_zsmalloc::ChainRule,
     /// Pages its zsmalloc pool holds.
     pub total_pages: u64,
     /// Receives new stores.

@@ -5,6 +5,7 @@ use std::str::FromStr;
 
 use serde::Serialize;
 use uzswap_compress::Algorithm;
+use uzswap_zsmalloc::ChainRule;
 
 use crate::Error;
 
@@ -100,6 +101,11 @@ pub struct Params {
     pub shrinker_enabled: bool,
     /// zsmalloc chain size (pages per zspage, 4..=16); changing it creates a new pool.
     pub chain_size: usize,
+    /// How zsmalloc picks each class's pages per zspage among `1..=chain_size`: the kernel's
+    /// rule since 6.3 (`MinWaste`, the default) or the used-percentage rule of "zsmalloc: turn
+    /// zspage order into runtime variable" (v3, Oct 2022; `UsedPercent`). Changing it creates
+    /// a new pool, as `chain_size` does.
+    pub chain_rule: ChainRule,
     /// The memory the percentages refer to (default: MemTotal from /proc/meminfo).
     pub total_memory_bytes: u64,
     /// "mm: zswap: proactive shrinking before pool size limit is hit" (v2, on 6.10-rc6): shrink in
@@ -154,6 +160,7 @@ impl Default for Params {
             accept_threshold_percent: 90,
             shrinker_enabled: false,
             chain_size: 8,
+            chain_rule: ChainRule::MinWaste,
             total_memory_bytes: mem_total_bytes().unwrap_or(1 << 30),
             proactive_shrink: true,
             reject_compress_poor: false,
@@ -188,6 +195,17 @@ impl Params {
         }
         if !(4..=16).contains(&self.chain_size) {
             return bad("chain_size", &self.chain_size, "4..=16");
+        }
+        let zs = uzswap_zsmalloc::PoolConfig {
+            chain_size: self.chain_size,
+            chain_rule: self.chain_rule,
+        };
+        if zs.validate().is_err() {
+            return bad(
+                "chain_rule",
+                &self.chain_rule,
+                "a rule zsmalloc accepts with this chain_size",
+            );
         }
         if !(1..=crate::MAX_NUMA_NODES).contains(&self.numa_nodes) {
             const _: () = assert!(crate::MAX_NUMA_NODES == 64, "update the text below");

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use uzswap_compress::Algorithm;
-use uzswap_zsmalloc::{MemoryPolicy, Pool, PoolConfig};
+use uzswap_zsmalloc::{ChainRule, MemoryPolicy, Pool, PoolConfig};
 
 use crate::poolref::{PoolRef, RefState};
 use crate::Error;
@@ -27,6 +27,7 @@ pub(crate) struct ZswapPool {
     pub(crate) id: u16,
     pub(crate) alg: Algorithm,
     pub(crate) chain_size: usize,
+    pub(crate) chain_rule: ChainRule,
     pub(crate) zs: Pool,
     pub(crate) refs: PoolRef,
     /// The pool's first LRU list among a cgroup's lists: an entry of node `n` goes on lane
@@ -106,6 +107,7 @@ impl Pools {
     pub(crate) fn new(
         alg: Algorithm,
         chain_size: usize,
+        chain_rule: ChainRule,
         max_cached_pages: usize,
         lanes_per_pool: usize,
     ) -> Result<Pools, Error> {
@@ -123,19 +125,24 @@ impl Pools {
             max_cached_pages: AtomicUsize::new(max_cached_pages),
             lanes_per_pool,
         };
-        pools.switch(alg, chain_size)?;
+        pools.switch(alg, chain_size, chain_rule)?;
         Ok(pools)
     }
 
     /// Make a new pool current and kill the old current one (it lives on while it has entries).
-    pub(crate) fn switch(&self, alg: Algorithm, chain_size: usize) -> Result<(), Error> {
+    pub(crate) fn switch(
+        &self,
+        alg: Algorithm,
+        chain_size: usize,
+        chain_rule: ChainRule,
+    ) -> Result<(), Error> {
         let mut reg = self.reg.lock();
         let id = (0..MAX_POOLS)
             .find(|&i| self.table[i].load(Ordering::Acquire).is_null())
             .ok_or(Error::TooManyPools)?;
         let cfg = PoolConfig {
             chain_size,
-            ..PoolConfig::default()
+            chain_rule,
         };
         let policy = memory_policy(self.max_cached_pages.load(Ordering::Relaxed));
         let zs = Pool::with_memory_policy(cfg, policy).map_err(Error::Pool)?;
@@ -143,6 +150,7 @@ impl Pools {
             id: id as u16,
             alg,
             chain_size,
+            chain_rule,
             zs,
             refs: PoolRef::new(),
             lane_base: self.lane_base(id as u16),
