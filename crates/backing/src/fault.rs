@@ -7,6 +7,7 @@
 //! non-zero. Setters store their counter before setting the hint; the slow path clears the hint
 //! when every counter is zero and re-checks, so a racing setter is never lost.
 
+#[cfg(any(test, feature = "test-hooks"))]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// What the injector tells the I/O path to do with one write.
