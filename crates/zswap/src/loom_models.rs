@@ -118,17 +118,24 @@ fn load(idx: &AreaIndex, obj: &UnsafeCell<u64>) {
     }
 }
 
+/// A stored slot, its object, and a thread loading it ([`load`]) against which the model's
+/// main thread races.
+fn stored_slot_with_loader() -> (Arc<AreaIndex>, Arc<UnsafeCell<u64>>, thread::JoinHandle<()>) {
+    let idx = stored_slot();
+    let obj = Arc::new(UnsafeCell::new(1u64));
+    let loader = {
+        let (idx, obj) = (idx.clone(), obj.clone());
+        thread::spawn(move || load(&idx, &obj))
+    };
+    (idx, obj, loader)
+}
+
 /// The slot's `LOADING` bit against `zswap_invalidate` (`Inner::replace_slot`): the
 /// invalidation waits for the load, then frees the entry and its object.
 #[test]
 fn loading_bit_against_invalidate() {
     loom::model(|| {
-        let idx = stored_slot();
-        let obj = Arc::new(UnsafeCell::new(1u64));
-        let loader = {
-            let (idx, obj) = (idx.clone(), obj.clone());
-            thread::spawn(move || load(&idx, &obj))
-        };
+        let (idx, obj, loader) = stored_slot_with_loader();
         let (shard, i) = idx.locate(0).unwrap();
         let (mut t, w) = shard.lock_idle(i);
         if let SlotValue::Entry(ei) = w.value() {
@@ -148,12 +155,7 @@ fn loading_bit_against_invalidate() {
 #[test]
 fn writeback_bit_against_load() {
     loom::model(|| {
-        let idx = stored_slot();
-        let obj = Arc::new(UnsafeCell::new(1u64));
-        let loader = {
-            let (idx, obj) = (idx.clone(), obj.clone());
-            thread::spawn(move || load(&idx, &obj))
-        };
+        let (idx, obj, loader) = stored_slot_with_loader();
         let (shard, i) = idx.locate(0).unwrap();
         let mut t = shard.table.lock();
         let w = t.word(i);

@@ -35,6 +35,9 @@ use uzswap_zswap::{CgroupId, LoadOutcome};
 use super::phases::{Bench, CacheUnderTest};
 use crate::shared::timing::{median, parallel, split, split_mut, PhaseTime};
 
+/// The k-th page a phase visits: slot order or the fixed random order.
+type PageOrder<'a> = &'a (dyn Fn(usize) -> usize + Sync);
+
 /// The operations, in report order, each with the name of its reference.
 pub(super) const OPS: [(&str, &str); 6] = [
     ("store", "raw_compress"),
@@ -147,7 +150,7 @@ impl Bench<'_> {
         cache: &CacheUnderTest,
         ranges: &[Range<usize>],
         dest: &mut [u8],
-        order: &(dyn Fn(usize) -> usize + Sync),
+        order: PageOrder<'_>,
     ) -> (PhaseTime, usize) {
         let CacheUnderTest { z, slots, .. } = cache;
         let (d, _) = parallel(
@@ -186,7 +189,7 @@ impl Bench<'_> {
         &self,
         ranges: &[Range<usize>],
         dest: &mut [u8],
-        order: &(dyn Fn(usize) -> usize + Sync),
+        order: PageOrder<'_>,
     ) -> PhaseTime {
         let alg = self.args.compressor;
         parallel(
@@ -340,26 +343,23 @@ impl Bench<'_> {
         }
 
         let mut bad = 0;
-        let rd = self.pair(threads, none, |rg| {
-            Ok((self.raw_decompress_ranges(rg, &mut dest, &slot_order), n))
-        })?;
-        r.rates.push(("raw_decompress", rd.0, rd.1));
-        let l = self.pair(threads, none, |rg| {
-            let (d, b) = self.load_ranges(cache, rg, &mut dest, &slot_order);
-            bad += b;
-            Ok((d, n))
-        })?;
-        r.rates.push(("load", l.0, l.1));
-        let rdr = self.pair(threads, none, |rg| {
-            Ok((self.raw_decompress_ranges(rg, &mut dest, &random), n))
-        })?;
-        r.rates.push(("raw_decompress_random", rdr.0, rdr.1));
-        let lr = self.pair(threads, none, |rg| {
-            let (d, b) = self.load_ranges(cache, rg, &mut dest, &random);
-            bad += b;
-            Ok((d, n))
-        })?;
-        r.rates.push(("load_random", lr.0, lr.1));
+        // Each load order next to raw decompression in the same order.
+        let orders: [(&str, &str, PageOrder<'_>); 2] = [
+            ("raw_decompress", "load", &slot_order),
+            ("raw_decompress_random", "load_random", &random),
+        ];
+        for (raw_name, load_name, order) in orders {
+            let rd = self.pair(threads, none, |rg| {
+                Ok((self.raw_decompress_ranges(rg, &mut dest, order), n))
+            })?;
+            r.rates.push((raw_name, rd.0, rd.1));
+            let l = self.pair(threads, none, |rg| {
+                let (d, b) = self.load_ranges(cache, rg, &mut dest, order);
+                bad += b;
+                Ok((d, n))
+            })?;
+            r.rates.push((load_name, l.0, l.1));
+        }
         r.verified &= bad == 0;
 
         let inv = self.pair(threads, fill, |rg| {
