@@ -45,6 +45,10 @@ pub struct CacheOptions {
     /// LRU of compressed pages: one global LRU (default, seed 000) or one per compressor pool.
     #[arg(long, value_name = "KIND", value_parser = ["global", "per-pool"])]
     pub lru: Option<String>,
+    /// The RAM the pool percentages refer to (default: this machine's MemTotal), to model a
+    /// machine of another size: `--total-memory 64G --max-pool-percent 20`.
+    #[arg(long, value_name = "SIZE")]
+    pub total_memory: Option<String>,
 }
 
 impl CacheOptions {
@@ -73,6 +77,7 @@ impl CacheOptions {
         put("zero-pages", self.zero_pages.clone());
         put("incompressible", self.incompressible.clone());
         put("lru", self.lru.clone());
+        put("total-memory", self.total_memory.clone());
         v
     }
 
@@ -122,6 +127,7 @@ impl CacheOptions {
             zero_pages: pick(&self.zero_pages, &other.zero_pages),
             incompressible: pick(&self.incompressible, &other.incompressible),
             lru: pick(&self.lru, &other.lru),
+            total_memory: pick(&self.total_memory, &other.total_memory),
         }
     }
 }

@@ -428,3 +428,49 @@ fn direct_io_replay_reads_back_identical_pages() {
     assert!(v["counters"]["pswpout"].as_u64().unwrap() > 0);
     assert!(v["counters"]["pswpin"].as_u64().unwrap() > 0);
 }
+
+#[test]
+fn total_memory_models_a_machine_of_another_size() {
+    let c = corpus();
+    let cs = c.to_str().unwrap();
+    let run = |total: &str| {
+        ok_json(&[
+            "replay",
+            "--workload",
+            "zipf",
+            "--memory-max",
+            "4M",
+            "--cgroup",
+            "v1",
+            "--corpus",
+            cs,
+            "--total-memory",
+            total,
+            "--max-pool-percent",
+            "5",
+            "--json",
+        ])
+    };
+    // 5 % of 16 MiB is a 205-page pool limit, well under zipf's pool at 4M; 5 % of 1 TiB is
+    // never reached.
+    let small = run("16M");
+    let big = run("1T");
+    assert_eq!(small["config"]["total_memory_bytes"], 16u64 << 20);
+    assert!(
+        small["counters"]["pool_limit_hit"].as_u64().unwrap() > 0,
+        "{small}"
+    );
+    assert_eq!(big["counters"]["pool_limit_hit"], 0, "{big}");
+    let o = uzswap(&[
+        "replay",
+        "--workload",
+        "zipf",
+        "--corpus",
+        cs,
+        "--total-memory",
+        "1G",
+        "--kernel",
+    ]);
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("--total-memory"), "{e}");
+}

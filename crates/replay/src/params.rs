@@ -5,7 +5,7 @@
 use uzswap_zswap::{Algorithm, ChainRule, LruMode, Params, WarmProtection};
 
 /// The cache options (flag names without dashes) and what they take.
-pub const OPTIONS: [(&str, &str); 11] = [
+pub const OPTIONS: [(&str, &str); 12] = [
     (
         "compressor",
         "lzo, lzo-rle, lz4, zstd[:LEVEL], deflate[:LEVEL]",
@@ -20,6 +20,10 @@ pub const OPTIONS: [(&str, &str); 11] = [
     ("zero-pages", "entryless | entry"),
     ("incompressible", "store | reject"),
     ("lru", "global | per-pool"),
+    (
+        "total-memory",
+        "SIZE (K/M/G/T), the RAM the pool percentages refer to",
+    ),
 ];
 
 fn on_off(name: &str, v: &str) -> Result<bool, String> {
@@ -99,6 +103,14 @@ pub fn apply(p: &mut Params, name: &str, value: &str) -> Result<(), String> {
                 }
             }
         }
+        "total-memory" => {
+            let b = uzswap_trace::text::parse_size(value)
+                .map_err(|e| format!("--total-memory: {e}"))?;
+            if b < 1 << 20 {
+                return Err(format!("--total-memory {value:?}: at least 1M"));
+            }
+            p.total_memory_bytes = b;
+        }
         "lru" => {
             p.lru = value
                 .parse::<LruMode>()
@@ -145,5 +157,12 @@ mod tests {
         assert!(apply(&mut p, "chain-rule", "best").is_err());
         assert!(apply(&mut p, "chain-size", "3").is_err());
         assert!(apply(&mut p, "bogus", "1").unwrap_err().contains("unknown"));
+        apply(&mut p, "total-memory", "2G").unwrap();
+        apply(&mut p, "max-pool-percent", "10").unwrap();
+        assert_eq!(p.max_pool_pages(), (2u64 << 30) / 10 / 4096);
+        assert!(apply(&mut p, "total-memory", "12Q").is_err());
+        assert!(apply(&mut p, "total-memory", "4K")
+            .unwrap_err()
+            .contains("at least"));
     }
 }

@@ -97,6 +97,18 @@ impl Drop for Map {
     }
 }
 
+/// Fault in the stack the loop below can reach (its frames, and std's I/O paths) so that no
+/// stack page is first touched, and charged, after the move into the cgroup.
+#[inline(never)]
+fn touch_stack() {
+    let mut a = [0u8; 256 * 1024];
+    for i in (0..a.len()).step_by(4096) {
+        // SAFETY: i < a.len(); a volatile write so the array and its touches are kept.
+        unsafe { std::ptr::write_volatile(a.as_mut_ptr().add(i), 1) };
+    }
+    std::hint::black_box(&a);
+}
+
 /// Run the runner: `pages` pages of region, the corpus in `corpus_fd` (`corpus_pages` pages).
 /// Returns when told to exit or when stdin closes.
 pub fn run(pages: u64, corpus_fd: i32, corpus_pages: u64) -> Result<(), String> {
@@ -105,6 +117,16 @@ pub fn run(pages: u64, corpus_fd: i32, corpus_pages: u64) -> Result<(), String> 
     let corpus_len = usize::try_from(corpus_pages.max(1) * 4096).map_err(|_| "corpus too large")?;
     let corpus = Map::file(corpus_fd, corpus_len)?;
     let mut buf = vec![0u8; RECORD * 4096];
+    // Everything the loop touches must be resident and charged to the root before the parent
+    // moves us: `vec![0; n]` comes from calloc, whose fresh pages are never written, so the
+    // first read into them after the move would charge them to the cgroup, where reclaim
+    // swaps them out and they fault back in (the kernel counted 11-15 zswpin of such pages in
+    // `active-vs-background`, which the replay, with no such pages, cannot have).
+    for i in (0..buf.len()).step_by(4096) {
+        // SAFETY: i < buf.len(); a volatile write so the touch is kept.
+        unsafe { std::ptr::write_volatile(buf.as_mut_ptr().add(i), 0) };
+    }
+    touch_stack();
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let stdout = std::io::stdout();

@@ -283,6 +283,12 @@ fn settle_options(args: &Args, workload: &str) -> anyhow::Result<(CacheOptions, 
         if o.chain_size.is_some_and(|n| n != 8) {
             notes.push("--kernel: this kernel's zsmalloc chain size is 8 (a build option)".into());
         }
+        if o.total_memory.is_some() {
+            bail!(
+                "--kernel: the live kernel's pool limit is a percent of this machine's RAM; \
+                 drop --total-memory to compare with it"
+            );
+        }
     }
     Ok((o, notes))
 }
@@ -424,6 +430,7 @@ fn config_json(plan: &Plan, args: &Args, opts: &CacheOptions) -> serde_json::Val
         "swap_slots": plan.swap_slots,
         "compressor": plan.params.compressor.to_string(),
         "max_pool_percent": plan.params.max_pool_percent,
+        "total_memory_bytes": plan.params.total_memory_bytes,
         "accept_threshold_percent": plan.params.accept_threshold_percent,
         "chain_size": plan.params.chain_size,
         "chain_rule": plan.params.chain_rule.to_string(),
