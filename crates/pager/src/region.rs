@@ -8,8 +8,8 @@
 //!
 //! State word layout:
 //! ```text
-//!  63        48 47              16 15      8  7..5    4     3    2   1..0
-//! [ evict epoch | swap slot offset | pin count | SWPIN | KEPT | INH | REF | kind ]
+//!  63        48 47              16 15      8    6      5      4     3    2   1..0
+//! [ evict epoch | swap slot offset | pin count | SWPIN | ACTIVE | KEPT | INH | REF | kind ]
 //! ```
 //! kind: `ABSENT` (never filled, or dropped: a fault fills zeros), `RESIDENT` (the page is
 //! mapped), `EVICTED` (its content is in the cache under `slot`), `BUSY` (one thread owns a
@@ -23,7 +23,9 @@
 //! under the slot field: re-evicting it while it is unwritten reuses that copy instead of
 //! compressing again. `KEPT` is a hint checked when the page is evicted (the content is compared
 //! with the copy), never trusted alone. `SWPIN` (bit 6): the page came back from the cache (its
-//! next eviction is a re-eviction).
+//! next eviction is a re-eviction). `ACTIVE` (bit 5): the page refaulted within the resident
+//! set's worth of evictions, the kernel's workingset activation; the clock leaves it alone while
+//! active pages are no more than the inactive ones (docs/pager.md, "Victim selection").
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -42,6 +44,8 @@ pub const REF: u64 = 1 << 2;
 pub const INHERITED: u64 = 1 << 3;
 /// The cache still holds this resident page's content under the slot field.
 pub const KEPT: u64 = 1 << 4;
+/// Refaulted soon after its eviction: on the active side of the clock.
+pub const ACTIVE: u64 = 1 << 5;
 /// Came back from the cache (pool or swap file).
 pub const SWPIN: u64 = 1 << 6;
 pub const PIN_ONE: u64 = 1 << 8;
