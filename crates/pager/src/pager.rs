@@ -198,6 +198,19 @@ struct Reclaim {
     demote: u64,
 }
 
+/// The cache counters that are levels, not events: a process hands over its value when it
+/// ends, and the report keeps the largest (a pyenv shim's chain of 78 short-lived processes
+/// reported `nr_pools` 79 when they were added up).
+const GAUGES: [&str; 7] = [
+    "pool_total_size",
+    "pool_cached_size",
+    "stored_pages",
+    "stored_incompressible_pages",
+    "same_filled_pages",
+    "zero_pages",
+    "nr_pools",
+];
+
 /// Active pages allowed per inactive page before the clock deactivates some: the kernel's
 /// `inactive_is_low`, whose anon ratio is 1 below 1 GiB. Larger ratios took fewer faults on
 /// the programs of `scripts/pager-policy.sh` (SQLite 18.7k at 1, 17.2k at 3) but ran slower
@@ -1355,7 +1368,11 @@ impl Pager {
                     if k == "pswpin" {
                         n = n.saturating_sub(self.verify_loads[1].load(Relaxed));
                     }
-                    self.seg.add_counter(&k, n);
+                    if GAUGES.contains(&k.as_str()) {
+                        self.seg.max_counter(&k, n);
+                    } else {
+                        self.seg.add_counter(&k, n);
+                    }
                 }
             }
         }

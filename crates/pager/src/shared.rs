@@ -5,7 +5,7 @@
 //! `UZSWAP_SHM_FD` (inherited across fork and exec). Every managed process maps it and keeps
 //! the tree's totals in it with atomics: resident managed pages and compressed pool pages (the
 //! two halves of the budget, as a cgroup's memory.max covers its pages and its zswap pool), the
-//! fault statistics and, when a process ends or execs, its cache counters added by name. The
+//! fault statistics and, when a process ends or execs, its cache counters by name (events added up; levels such as stored_pages the largest). The
 //! layout is `#[repr(C)]` and only atomics, so `uzswap run` reads the same struct after the
 //! tree has exited.
 
@@ -212,6 +212,16 @@ impl Segment {
 
     /// Adds `v` to the counter named `name` (claiming a free cell for a new name).
     pub fn add_counter(&self, name: &str, v: u64) {
+        self.update_counter(name, v, false);
+    }
+
+    /// Raises the counter named `name` to `v` if it is lower: a gauge (pool size, stored pages,
+    /// live pools), which processes that ended one after another must not add up.
+    pub fn max_counter(&self, name: &str, v: u64) {
+        self.update_counter(name, v, true);
+    }
+
+    fn update_counter(&self, name: &str, v: u64, max: bool) {
         let key = encode(name);
         for c in &self.counters {
             loop {
@@ -229,7 +239,11 @@ impl Segment {
                 }
             }
             if c.name.iter().zip(key).all(|(s, k)| s.load(Relaxed) == k) {
-                c.value.fetch_add(v, Relaxed);
+                if max {
+                    c.value.fetch_max(v, Relaxed);
+                } else {
+                    c.value.fetch_add(v, Relaxed);
+                }
                 return;
             }
         }
