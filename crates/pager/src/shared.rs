@@ -5,9 +5,9 @@
 //! `UZSWAP_SHM_FD` (inherited across fork and exec). Every managed process maps it and keeps
 //! the tree's totals in it with atomics: resident managed pages and compressed pool pages (the
 //! two halves of the budget, as a cgroup's memory.max covers its pages and its zswap pool), the
-//! fault statistics and, when a process ends or execs, its cache counters by name (events added up; levels such as stored_pages the largest). The
-//! layout is `#[repr(C)]` and only atomics, so `uzswap run` reads the same struct after the
-//! tree has exited.
+//! fault statistics and, when a process ends or execs, its cache counters by name (events
+//! added up; levels such as stored_pages keep the largest). The layout is `#[repr(C)]` and
+//! only atomics, so `uzswap run` reads the same struct after the tree has exited.
 
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering::Relaxed};
 
