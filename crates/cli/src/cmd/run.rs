@@ -41,9 +41,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value_t = Victim::Clock)]
     pub victim: Victim,
     /// Keep the compressed copy of a page read back and still clean, so that evicting it again
-    /// costs no compression (on), or drop it at every load as the kernel does (off, the
-    /// default until an intermittent fault seen with it is understood: docs/pager.md).
-    #[arg(long, value_enum, default_value_t = OnOff::Off)]
+    /// costs no compression (on, the default), or drop it at every load as the kernel does (off).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub keep_clean: OnOff,
     /// Swap readahead: after two sequential faults from the cache, bring back up to PAGES
     /// following evicted pages at once (0 = off).
