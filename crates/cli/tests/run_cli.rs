@@ -642,3 +642,51 @@ int main(void) {
     // one fault per access (200000).
     assert!(faults < 5000, "{faults} faults for a 100-page hot set: {r}");
 }
+
+/// A fork child with nothing evicted at fork takes its swap area only when it first evicts:
+/// parent and child then both page out tens of MiB under one budget, each through its own
+/// area of the shared swap file, and read everything back intact.
+#[test]
+fn fork_children_with_nothing_evicted_take_their_swap_area_at_first_eviction() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile(
+        "forklazy",
+        r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <unistd.h>
+#include <sys/wait.h>
+static int fill_and_check(unsigned seed, size_t mib) {
+    size_t n = mib << 20;
+    unsigned char *p = malloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * seed + (i >> 12));
+    for (int round = 0; round < 2; round++)
+        for (size_t i = 0; i < n; i++)
+            if (p[i] != (unsigned char)(i * seed + (i >> 12))) return 1;
+    return 0;
+}
+int main(void) {
+    pid_t kids[3];
+    for (int k = 0; k < 3; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) _exit(fill_and_check(7 + 2 * k, 24));
+    }
+    int bad = fill_and_check(3, 24);
+    for (int k = 0; k < 3; k++) {
+        int st;
+        waitpid(kids[k], &st, 0);
+        bad |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
+    printf("%s\n", bad ? "MISMATCH" : "ok");
+    return bad;
+}
+"#,
+        &[],
+    );
+    let r = same_output("16M", &[exe.to_str().unwrap()]);
+    // Four processes of 24 MiB each under 16 MiB: most of it went out and came back.
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 10000, "{r}");
+}

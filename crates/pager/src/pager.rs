@@ -30,7 +30,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::atomic::{
+    AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
+};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
@@ -249,6 +251,9 @@ pub struct Pager {
     pub warmups: AtomicU64,
     /// This process's resident count when its last sweep found nothing to evict (-1: none).
     starved_at: AtomicI64,
+    /// A fork child that had no evicted page at fork takes its own swap area at its first
+    /// eviction instead of at fork (most children of a shell exec or exit first).
+    own_area_pending: AtomicBool,
     /// Resident pages inherited from the fork parent not yet uncharged (not in the tree total).
     inherited: AtomicI64,
     /// This process's slot in the segment's process table (usize::MAX: none).
@@ -319,6 +324,7 @@ impl Pager {
             retired: std::sync::atomic::AtomicBool::new(false),
             warmups: AtomicU64::new(0),
             starved_at: AtomicI64::new(-1),
+            own_area_pending: AtomicBool::new(false),
             inherited: AtomicI64::new(0),
             proc_slot: AtomicUsize::new(usize::MAX),
             rec: std::env::var("UZSWAP_TRACE_DIR")
@@ -985,6 +991,13 @@ impl Pager {
         if self.paused.load(Relaxed) > 0 {
             return 0;
         }
+        if self.own_area_pending.load(Relaxed) {
+            if let Err(e) = self.take_own_swap_area(&map) {
+                sys::raw_stderr(format!("uzswap: fork child: {e}; not evicting\n").as_bytes());
+                return 0;
+            }
+            self.own_area_pending.store(false, Relaxed);
+        }
         let runs = self.pick_victims(&map, &mut rc, want.min(SCRATCH_PAGES));
         let mut done = 0;
         for run in runs {
@@ -1436,7 +1449,21 @@ impl Pager {
             unsafe { self.uffd().register_missing(r.start, r.pages * PAGE) }
                 .map_err(|e| format!("re-registering {:#x}: errno {e}", r.start))?;
         }
-        self.take_own_swap_area(&map)?;
+        // A swap area of the child's own (a new file, its slot map and tables) costs several
+        // milliseconds; a child with nothing evicted needs it only once it evicts (its copy of
+        // the pool then holds no entry the parent's shrinker could write to the shared file).
+        // Every evicted (or kept) page holds a slot of the current area, where the last fork
+        // moved everything; no slot in use, no evicted page (and no scan of the state words).
+        let evicted = self.areas[self.cur_area.load(Relaxed) as usize]
+            .get()
+            .is_some_and(|f| f.slots_in_use() > 0);
+        if evicted {
+            self.take_own_swap_area(&map)?;
+        } else if self.cur_area.load(Relaxed) as usize + 1 >= MAX_AREAS {
+            return Err(format!("more than {} nested forks", MAX_AREAS - 1));
+        } else {
+            self.own_area_pending.store(true, Relaxed);
+        }
         self.pid.store(sys::getpid(), Relaxed);
         self.pool_published.store(0, Relaxed);
         self.retired.store(false, Relaxed);
@@ -1447,7 +1474,7 @@ impl Pager {
         // entry is its own to drop; a block in the parent's file is left alone).
         let mut inh = 0;
         for r in map.values() {
-            for i in 0..r.hwm.load(Relaxed).min(r.pages) {
+            r.for_each_mapped(r.hwm.load(Relaxed), |i| {
                 let w = r.state(i);
                 let s = w.load(Relaxed);
                 if region::kind(s) == RESIDENT {
@@ -1464,7 +1491,7 @@ impl Pager {
                     w.store(region::flags_only(s) & !KEPT | INHERITED, Relaxed);
                     inh += 1;
                 }
-            }
+            });
         }
         if self.uffd().tracking() {
             self.scanner.reopen();

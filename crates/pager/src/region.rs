@@ -183,6 +183,35 @@ impl Region {
         (addr - self.start) / PAGE
     }
 
+    /// Calls `f` for every page index below `upto` whose state word can be non-zero: those on
+    /// pages of the state array that are mapped. A state page never touched holds only
+    /// `ABSENT` words, so a walk over a large sparse heap (a fork child marking what it
+    /// inherited) need not fault in zero pages for it. `mincore` reports a page of this private
+    /// anonymous array mapped exactly when it has a page table entry, and a fork child has
+    /// one wherever its parent had.
+    pub fn for_each_mapped(&self, upto: usize, mut f: impl FnMut(usize)) {
+        let upto = upto.min(self.pages);
+        if upto == 0 {
+            return;
+        }
+        let lo = self.states.base + self.first * 8;
+        let hi = lo + upto * 8;
+        let page_lo = lo & !(PAGE - 1);
+        let mut vec = vec![0u8; (hi - page_lo).div_ceil(PAGE)];
+        if sys::mincore(page_lo, &mut vec).is_err() {
+            (0..upto).for_each(f);
+            return;
+        }
+        for (k, m) in vec.iter().enumerate() {
+            if m & 1 == 0 {
+                continue;
+            }
+            let a = (page_lo + k * PAGE).max(lo);
+            let b = (page_lo + (k + 1) * PAGE).min(hi);
+            ((a - lo) / 8..(b - lo) / 8).for_each(&mut f);
+        }
+    }
+
     #[inline]
     pub fn note_filled(&self, i: usize) {
         self.hwm.fetch_max(i + 1, Ordering::Relaxed);

@@ -171,6 +171,22 @@ pub unsafe fn raw_madvise(addr: usize, len: usize, advice: i32) -> Result<(), i3
     check(unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) }).map(|_| ())
 }
 
+/// `mincore(2)`: one byte per page of `[addr, addr + vec.len() * PAGE)`, bit 0 set where
+/// the page is mapped.
+pub fn mincore(addr: usize, vec: &mut [u8]) -> Result<(), i32> {
+    // SAFETY: the kernel writes exactly `vec.len()` bytes (one per page of the range) into
+    // `vec`, which we own; the range itself is only inspected.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mincore,
+            addr,
+            vec.len() * crate::region::PAGE,
+            vec.as_mut_ptr(),
+        )
+    })
+    .map(|_| ())
+}
+
 /// `mremap(2)` as a raw system call.
 ///
 /// # Safety
