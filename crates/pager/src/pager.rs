@@ -509,7 +509,7 @@ impl Pager {
                 for i in 0..n {
                     r.state(i).store(RESIDENT, Release);
                 }
-                r.note_filled(n - 1);
+                r.note_filled(0, n - 1);
                 self.resident.fetch_add(n as i64, Relaxed);
                 self.seg.resident_pages.fetch_add(n as i64, Relaxed);
             }
@@ -678,7 +678,7 @@ impl Pager {
         for k in 1..n {
             r.state(i + k).store(RESIDENT | REF, Release);
         }
-        r.note_filled(i + n - 1);
+        r.note_filled(i, i + n - 1);
         self.resident.fetch_add(n as i64, Relaxed);
         self.seg.resident_pages.fetch_add(n as i64, Relaxed);
         self.seg.faults_zero.fetch_add(1, Relaxed);
@@ -751,7 +751,7 @@ impl Pager {
             r.state(i)
                 .store(RESIDENT | SWPIN | REF | act | pin_bits, Release);
         }
-        r.note_filled(i);
+        r.note_filled(i, i);
         self.resident.fetch_add(1, Relaxed);
         self.seg.resident_pages.fetch_add(1, Relaxed);
         if self.cfg.readahead > 0 && i > 0 {
@@ -805,7 +805,7 @@ impl Pager {
                 self.forget_slot((area, off));
                 w.store(RESIDENT | SWPIN, Release);
             }
-            r.note_filled(j);
+            r.note_filled(j, j);
             n += 1;
         }
         if n > 0 {
@@ -1064,12 +1064,24 @@ impl Pager {
                         break 'laps;
                     }
                     budget_words -= 1;
-                    if i >= scanned_to {
+                    let w = r.state(i);
+                    let mut s = w.load(Relaxed);
+                    if region::kind(s) != RESIDENT {
+                        // Nothing to judge here: on to the next resident page (within the bound).
+                        let j = r.next_resident(i + 1, hwm.min(i + 1 + budget_words));
+                        budget_words -= j - i - 1;
+                        i = j;
+                        continue;
+                    }
+                    // Write tracking for the chunk ahead, from the first resident page the hand
+                    // meets: a chunk with none (evicted or never filled, most of a large heap
+                    // under a small budget) needs no `PAGEMAP_SCAN`. Scanning every chunk the
+                    // hand passed cost a Python multiprocessing run 20 million ioctls.
+                    if i >= scanned_to && region::kind(s) == RESIDENT {
                         scanned_to = (i + SCAN_CHUNK).min(hwm);
                         self.note_writes(r, i, scanned_to);
+                        s = w.load(Relaxed);
                     }
-                    let w = r.state(i);
-                    let s = w.load(Relaxed);
                     if region::kind(s) == RESIDENT {
                         rc.lap_seen += 1;
                         rc.lap_active += (s & ACTIVE != 0) as u64;

@@ -90,11 +90,17 @@ pub fn pins(s: u64) -> u64 {
     (s & PIN_MASK) >> 8
 }
 
+/// Words per span of the filled-span bitmap: one page of state words.
+const WORDS_PER_SPAN: usize = PAGE / 8;
+
 /// The state words of one mapping, shared by the region pieces a partial munmap leaves.
 pub struct States {
     base: usize,
     len: usize,
     words: usize,
+    /// One bit per span of `WORDS_PER_SPAN` words, set once a page of the span was filled:
+    /// the clock hand skips spans never filled without reading their words.
+    touched: Box<[AtomicU64]>,
 }
 
 impl States {
@@ -105,7 +111,31 @@ impl States {
             base,
             len: len.max(PAGE),
             words,
+            touched: (0..words.div_ceil(WORDS_PER_SPAN).div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
         })
+    }
+
+    /// Marks the spans holding words `lo..=hi` as filled.
+    fn mark(&self, lo: usize, hi: usize) {
+        for span in lo / WORDS_PER_SPAN..=hi / WORDS_PER_SPAN {
+            if let Some(t) = self.touched.get(span / 64) {
+                let bit = 1u64 << (span % 64);
+                if t.load(Ordering::Relaxed) & bit == 0 {
+                    t.fetch_or(bit, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Whether the span holding word `i` was ever filled.
+    #[inline]
+    fn touched(&self, i: usize) -> bool {
+        let span = i / WORDS_PER_SPAN;
+        self.touched
+            .get(span / 64)
+            .is_some_and(|t| t.load(Ordering::Relaxed) & (1 << (span % 64)) != 0)
     }
 
     #[inline]
@@ -183,6 +213,38 @@ impl Region {
         (addr - self.start) / PAGE
     }
 
+    /// The first page index in `from..to` whose state is `RESIDENT`, else `to`: the clock hand's
+    /// way over the evicted and never-filled stretches of a large heap under a small budget,
+    /// one plain load per word with no per-word bounds check.
+    pub fn next_resident(&self, from: usize, to: usize) -> usize {
+        let to = to.min(self.pages);
+        if from >= to {
+            return to;
+        }
+        let base = self.states.base as *const AtomicU64;
+        // SAFETY: `first + to <= first + pages <= words` (a region is a window of its
+        // `States`), so `[first + from, first + to)` lies inside the live, aligned mapping of
+        // `words` AtomicU64 that `self.states` owns; shared atomics may be read through a
+        // shared slice while other threads update them.
+        let words = unsafe { std::slice::from_raw_parts(base.add(self.first + from), to - from) };
+        let mut k = 0;
+        while k < words.len() {
+            let abs = self.first + from + k;
+            let span_end = (abs / WORDS_PER_SPAN + 1) * WORDS_PER_SPAN - self.first - from;
+            let end = span_end.min(words.len());
+            if self.states.touched(abs) {
+                if let Some(p) = words[k..end]
+                    .iter()
+                    .position(|w| w.load(Ordering::Relaxed) & KIND == RESIDENT)
+                {
+                    return from + k + p;
+                }
+            }
+            k = end;
+        }
+        to
+    }
+
     /// Calls `f` for every page index below `upto` whose state word can be non-zero: those on
     /// pages of the state array that are mapped. A state page never touched holds only
     /// `ABSENT` words, so a walk over a large sparse heap (a fork child marking what it
@@ -212,8 +274,10 @@ impl Region {
         }
     }
 
+    /// Pages `first..=last` were filled (made resident).
     #[inline]
-    pub fn note_filled(&self, i: usize) {
-        self.hwm.fetch_max(i + 1, Ordering::Relaxed);
+    pub fn note_filled(&self, first: usize, last: usize) {
+        self.hwm.fetch_max(last + 1, Ordering::Relaxed);
+        self.states.mark(self.first + first, self.first + last);
     }
 }
