@@ -20,6 +20,9 @@ restore() {
     [ -d $CG ] && rmdir $CG 2>/dev/null || true
 }
 trap restore EXIT
+# A signal must run the restore too (bash skips the EXIT trap when killed by an untrapped one).
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
 fallocate -l 4G "$SWAP"; chmod 600 "$SWAP"; mkswap -q "$SWAP"; swapon "$SWAP"
 echo N > $Z/enabled; echo "$ALG" > $Z/compressor; echo 20 > $Z/max_pool_percent; echo Y > $Z/enabled
 mkdir -p $CG; echo $((SIZE << 20)) > $CG/memory.limit_in_bytes
