@@ -216,8 +216,9 @@ const GAUGES: [&str; 7] = [
 /// Active pages allowed per inactive page before the clock deactivates some: the kernel's
 /// `inactive_is_low`, whose anon ratio is 1 below 1 GiB. Larger ratios took fewer faults on
 /// the programs of `scripts/pager-policy.sh` (SQLite 18.7k at 1, 17.2k at 3) but ran slower
-/// (SQLite 1.0 s against 1.1-1.3 s, a C walker 1.6 s against 1.9 s): the hand passes more
-/// active pages per victim, and write tracking scans every chunk it passes (docs/pager.md).
+/// (SQLite 1.0 s against 1.1-1.3 s, a C walker 1.6 s against 1.9 s): the hand passed more
+/// active pages per victim, and write tracking then scanned every chunk it passed (measured
+/// before the hand skipped what it need not judge; docs/pager.md).
 const ACTIVE_RATIO: u64 = 1;
 
 pub struct Pager {
