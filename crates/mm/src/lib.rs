@@ -36,7 +36,9 @@
 //! - `touch(page)`: set the accessed bit of a present page without a fault (a front that can
 //!   observe accesses); `access_cached(page, write)`: an access through a cached translation
 //!   (no accessed bit, as on x86 after reclaim cleared it without a TLB flush);
-//!   `free_page(page, front)`: unmap;
+//!   `free_page(page, front)`: unmap; `fault_new_page_at` and `free_pages`: a first touch and
+//!   the free of a range as one call each (a front with a flat page table: most of a
+//!   short-lived process's engine work);
 //! - `flush_stats()`: the memcg statistics flush; with `Config::exact_stats` off, the
 //!   heuristics that read rstat in the kernel (inactive:active ratio, workingset size, the
 //!   refault count that triggers deactivation, the cost decay's LRU size) see the values of the
@@ -299,6 +301,9 @@ pub struct Mm {
     last_front_error: Option<Error>,
 }
 
+/// No cgroup (a run of `free_pages` not started).
+const NIL_CG: u16 = u16::MAX;
+
 /// Shadow entry packing: valid bit, PG_workingset, memcg, eviction age.
 const SHADOW_AGE_BITS: u32 = 46;
 const AGE_MASK: u64 = (1 << SHADOW_AGE_BITS) - 1;
@@ -349,7 +354,11 @@ impl Mm {
     /// A new cgroup under `parent`, inheriting its swappiness.
     pub fn create_cgroup(&mut self, parent: MemCg) -> Result<MemCg, Error> {
         let sw = self.cg(parent)?.swappiness;
-        let id = u16::try_from(self.cgs.len()).map_err(|_| Error::NoSuchCgroup(u16::MAX))?;
+        // u16::MAX stays free: it marks "no cgroup" inside the engine.
+        let id = u16::try_from(self.cgs.len())
+            .ok()
+            .filter(|&i| i < u16::MAX)
+            .ok_or(Error::NoSuchCgroup(u16::MAX))?;
         let mut c = Memcg::new(parent.0);
         c.swappiness = sw;
         self.cgs.push(c);
@@ -492,6 +501,44 @@ impl Mm {
         self.pages.alloc_at(page.0, cg.0);
         self.st.pages += 1;
         Ok(page)
+    }
+
+    /// `new_page_at` and the page's first `access` in one step (a front's first touch of a
+    /// page it places): the zero page on a read, a new charged page on a write.
+    pub fn fault_new_page_at<F: Front>(
+        &mut self,
+        cg: MemCg,
+        page: PageId,
+        write: bool,
+        front: &mut F,
+    ) -> Result<Fault, Error> {
+        // The same steps as `new_page_at` then `fault` of a never-present page, without
+        // their general checks: a first touch is most faults of a workload of short-lived
+        // processes.
+        self.cg(cg)?;
+        if self.is_live(page) {
+            return Err(Error::LivePage(page.0));
+        }
+        let (id, c) = (page.0, cg.0);
+        self.pages.alloc_at(id, c);
+        self.st.pages += 1;
+        self.st.pgfault += 1;
+        self.cgs[c as usize].ev.pgfault += 1;
+        if !write {
+            self.pages.set(id, f::ZERO_MAPPED | f::YOUNG);
+            return Ok(Fault::ZeroMap);
+        }
+        if let Err(e) = self.try_charge(c, 1, front) {
+            return self.front_error(Err(e));
+        }
+        self.pages
+            .set(id, f::PRESENT | f::MAPPED | f::YOUNG | f::DIRTY);
+        self.st.resident_pages += 1;
+        // A new anon folio starts on the inactive list (see `fault`).
+        self.cgs[c as usize].inactive.push_head(&mut self.pages, id);
+        self.sub_lru(c, false, 1);
+        // A front failure met by the charge's reclaim is reported, the page mapped anyway.
+        self.front_error(Ok(Fault::Anon))
     }
 
     /// Make the records of page identities below `n` (not live; a front that places them
@@ -642,6 +689,63 @@ impl Mm {
         }
         self.pages.release(page);
         self.st.pages -= 1;
+    }
+
+    /// `free_page` of each of `pages` in order (the front sees the same calls in the same
+    /// order), with the page counters and list sizes of their cgroups updated once per run of
+    /// pages of one cgroup instead of once per page (a process exiting frees its whole range).
+    pub fn free_pages<F: Front>(&mut self, pages: &[u32], front: &mut F) {
+        // The current run: its cgroup, pages uncharged, pages off the inactive and the active
+        // list.
+        let mut run = (NIL_CG, 0u64, 0u64, 0u64);
+        for &id in pages {
+            let p = self.pages.get(id);
+            if !p.has(f::LIVE) {
+                continue;
+            }
+            if p.cg != run.0 {
+                self.settle_freed(run);
+                run = (p.cg, 0, 0, 0);
+            }
+            if p.has(f::PRESENT) {
+                if !p.has(f::ISOLATED) {
+                    let active = p.has(f::ACTIVE);
+                    let c = &mut self.cgs[p.cg as usize];
+                    if active {
+                        c.active.remove(&mut self.pages, id);
+                        run.3 += 1;
+                    } else {
+                        c.inactive.remove(&mut self.pages, id);
+                        run.2 += 1;
+                    }
+                }
+                run.1 += 1;
+                self.st.resident_pages -= 1;
+                front.release(PageId(id));
+            }
+            if p.slot != 0 {
+                self.free_slot(id, front);
+            }
+            self.pages.release(PageId(id));
+            self.st.pages -= 1;
+        }
+        self.settle_freed(run);
+    }
+
+    /// The counter updates of one run of `free_pages`.
+    fn settle_freed(&mut self, (cg, uncharged, inactive, active): (u16, u64, u64, u64)) {
+        if cg == NIL_CG {
+            return;
+        }
+        if inactive > 0 {
+            self.sub_lru(cg, false, -(inactive as i64));
+        }
+        if active > 0 {
+            self.sub_lru(cg, true, -(active as i64));
+        }
+        if uncharged > 0 {
+            self.uncharge(cg, uncharged);
+        }
     }
 
     /// The periodic rstat flush: statistics readers see the subtree figures as of now (only

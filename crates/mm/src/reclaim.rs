@@ -221,10 +221,10 @@ impl Mm {
             let Some(id) = self.cgs[m as usize].active.pop_tail(&mut self.pages) else {
                 break;
             };
-            self.sub_lru(m, true, -1);
             iso.push(id);
             taken += 1;
         }
+        self.sub_lru(m, true, -(taken as i64));
         for &id in &iso {
             let mut p = self.pages.get_mut(id);
             p.clear(f::YOUNG);
@@ -252,11 +252,11 @@ impl Mm {
             let Some(id) = self.cgs[m as usize].inactive.pop_tail(&mut self.pages) else {
                 break;
             };
-            self.sub_lru(m, false, -1);
             self.pages.set(id, f::ISOLATED);
             iso.push(id);
         }
         let taken = iso.len() as u64;
+        self.sub_lru(m, false, -(taken as i64));
         if taken == 0 {
             self.iso = iso;
             return 0;

@@ -215,3 +215,83 @@ fn memory_reclaim_and_limits() {
         Err(Error::Again { .. })
     ));
 }
+
+/// The shortcuts a front with a flat page table takes (`fault_new_page_at` for a first touch,
+/// `free_pages` for a range) leave the engine exactly as the general calls do
+/// (`new_page_at` then `access`, `free_page` one at a time): same counters, page states and
+/// slot contents after every step, with reclaim, refaults and frees mixed in.
+#[test]
+fn fused_first_touch_and_range_free_match_the_general_calls() {
+    for accounting in [Accounting::V1, Accounting::V2] {
+        let cfg = Config {
+            accounting,
+            swap_slots: 8192,
+            ..Config::default()
+        };
+        let (mut a, mut b) = (Mm::new(cfg.clone()), Mm::new(cfg));
+        let (mut fa, mut fb) = (MemFront::default(), MemFront::default());
+        let parent = a.create_cgroup(MemCg::ROOT).unwrap();
+        assert_eq!(b.create_cgroup(MemCg::ROOT).unwrap(), parent);
+        let mut cgs = vec![];
+        for _ in 0..2 {
+            let c = a.create_cgroup(parent).unwrap();
+            assert_eq!(b.create_cgroup(parent).unwrap(), c);
+            cgs.push(c);
+        }
+        a.set_limit(parent, Some(300), &mut fa).unwrap();
+        b.set_limit(parent, Some(300), &mut fb).unwrap();
+        const N: u32 = 1200;
+        a.reserve_pages(N as usize);
+        b.reserve_pages(N as usize);
+        // Pages [0, 600) belong to the first cgroup, the rest to the second.
+        let cg_of = |p: u32| cgs[(p / 600) as usize];
+        let mut rng = Rng(0x2545f4914f6cdd1d);
+        for step in 0..40_000u64 {
+            let r = rng.next();
+            let p = (r % u64::from(N)) as u32;
+            let write = (r >> 32) % 3 != 0;
+            if (r >> 40) % 50 == 0 {
+                // A process exits: free a range of its pages.
+                let len = 1 + (r >> 48) % 64;
+                let first = p - p % 600;
+                let start = first + ((r >> 20) as u32 % 600);
+                let end = (u64::from(start) + len).min(u64::from(first + 600)) as u32;
+                let ids: Vec<u32> = (start..end).filter(|&i| a.is_live(PageId(i))).collect();
+                for &i in &ids {
+                    a.free_page(PageId(i), &mut fa);
+                }
+                b.free_pages(&ids, &mut fb);
+            } else if !a.is_live(PageId(p)) {
+                assert!(!b.is_live(PageId(p)));
+                a.new_page_at(cg_of(p), PageId(p)).unwrap();
+                let ra = a.access(PageId(p), write, &mut fa).unwrap();
+                let rb = b
+                    .fault_new_page_at(cg_of(p), PageId(p), write, &mut fb)
+                    .unwrap();
+                assert_eq!(ra, rb, "step {step}");
+            } else {
+                let ra = a.access(PageId(p), write, &mut fa).unwrap();
+                let rb = b.access(PageId(p), write, &mut fb).unwrap();
+                assert_eq!(ra, rb, "step {step}");
+            }
+            if write {
+                fa.mem.insert(p, step);
+                fb.mem.insert(p, step);
+            }
+            assert_eq!(a.stats(), b.stats(), "step {step}");
+            if step % 1000 == 0 {
+                a.check().unwrap();
+                b.check().unwrap();
+                assert_eq!(
+                    format!("{:?}", a.cgroup_stats()),
+                    format!("{:?}", b.cgroup_stats())
+                );
+                for i in 0..N {
+                    assert_eq!(a.page_state(PageId(i)), b.page_state(PageId(i)), "page {i}");
+                }
+                assert_eq!(fa.slots, fb.slots);
+            }
+        }
+        assert!(a.stats().pgsteal_anon > 1000, "{:?}", a.stats());
+    }
+}

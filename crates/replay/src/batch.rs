@@ -12,6 +12,8 @@ const READ: u64 = 0;
 const WRITE: u64 = 1;
 const WRITE_ZERO: u64 = 2;
 const CONTROL: u64 = 3;
+/// Set on an access whose translation the modelled TLB held (see `driver::TlbStage`).
+const TLB_HIT: u64 = 1 << 60;
 
 /// One event of a batch: a read, a write (of corpus page `content` or of zeros), or a
 /// placeholder for the batch's next non-access event.
@@ -52,6 +54,17 @@ impl Op {
             cg,
             content: c,
         }
+    }
+
+    /// Whether the TLB stage found this access's translation cached.
+    #[inline]
+    pub fn tlb_hit(self) -> bool {
+        self.word & TLB_HIT != 0
+    }
+
+    #[inline]
+    pub(crate) fn set_tlb_hit(&mut self) {
+        self.word |= TLB_HIT;
     }
 
     const CONTROL: Op = Op {

@@ -27,6 +27,8 @@ const AREA: u32 = 0;
 const ZERO: u32 = u32::MAX;
 /// No page.
 const NONE: u32 = u32::MAX;
+/// No page identity (what `Replay::prefetch_op` returns for a page it could not place).
+pub const NO_PAGE: u32 = NONE;
 static ZERO_PAGE: [u8; 4096] = [0; 4096];
 
 /// How to replay.
@@ -123,8 +125,8 @@ struct PerCg {
     pswpin: u64,
     swpout_zero: u64,
     swpin_zero: u64,
-    /// Cache time spent on this cgroup's behalf (its faults and its reclaim).
-    cache_ns: u64,
+    /// Cache time spent on this cgroup's behalf (its faults and its reclaim), in `ticks`.
+    cache_ticks: u64,
     /// Modelled device latency its faults waited for.
     model_ns: u64,
     events: u64,
@@ -166,11 +168,15 @@ struct ReplayFront {
     pc: Vec<PerCg>,
     /// The engine cgroup whose event is being replayed (pays for the cache time).
     cur: u16,
-    cache_ns: u64,
-    /// Time spent comparing pages read back with what was written (neither engine nor cache).
-    verify_ns: u64,
-    /// (zswap stores + loads, device reads + writes), for the kernel clock.
-    ops: (u64, u64),
+    cache_ticks: u64,
+    /// Time spent comparing pages read back with what was written (neither engine nor
+    /// cache), in `ticks`; `cache_ticks` likewise.
+    verify_ticks: u64,
+    /// Kernel time of the zswap stores and loads and device reads and writes so far (see
+    /// `KernelClock`), and what one of each costs.
+    op_ns: u64,
+    zswap_op_ns: u64,
+    disk_op_ns: u64,
     verify: bool,
     mismatches: u64,
     first_mismatch: Option<String>,
@@ -195,13 +201,14 @@ impl ReplayFront {
         }
     }
 
+    /// Account the cache's time since `t` (a `ticks::now()` reading).
     #[inline]
-    fn charge_time(&mut self, t: Instant) {
+    fn charge_time(&mut self, t: u64) {
         // Every call into the cache comes through here: its per-cgroup sizes may have moved.
         self.zs_gen += 1;
-        let ns = t.elapsed().as_nanos() as u64;
-        self.cache_ns += ns;
-        self.pc[self.cur as usize].cache_ns += ns;
+        let d = ticks::now().wrapping_sub(t);
+        self.cache_ticks += d;
+        self.pc[self.cur as usize].cache_ticks += d;
     }
 }
 
@@ -214,7 +221,7 @@ impl ReplayFront {
     fn run_queued_worker(&mut self) {
         self.stored = false;
         if self.sync_shrink && self.z.shrink_worker_queued() {
-            let t = Instant::now();
+            let t = ticks::now();
             self.z.hold_shrink_worker(false);
             cache::settle(&self.z);
             self.z.hold_shrink_worker(true);
@@ -225,7 +232,7 @@ impl ReplayFront {
 
 impl Front for ReplayFront {
     fn swap_out(&mut self, page: PageId, slot: u32, cg: MemCg) -> Result<WriteOut, MmError> {
-        let t = Instant::now();
+        let t = ticks::now();
         self.stored = true;
         let zcg = self.zcg[cg.0 as usize];
         let r = cache::swap_out(&self.z, AREA, slot, self.data(page), zcg);
@@ -234,11 +241,11 @@ impl Front for ReplayFront {
         match r {
             Ok(WriteOut::Zswap) => {
                 pc.zswpout += 1;
-                self.ops.0 += 1;
+                self.op_ns += self.zswap_op_ns;
             }
             Ok(WriteOut::Disk) => {
                 pc.pswpout += 1;
-                self.ops.1 += 1;
+                self.op_ns += self.disk_op_ns;
             }
             Ok(WriteOut::Zero) => pc.swpout_zero += 1,
             _ => {}
@@ -247,7 +254,7 @@ impl Front for ReplayFront {
     }
 
     fn swap_in(&mut self, page: PageId, slot: u32, cg: MemCg) -> Result<ReadIn, MmError> {
-        let t = Instant::now();
+        let t = ticks::now();
         let mut buf = std::mem::take(&mut self.buf);
         let r = cache::swap_in(&self.z, AREA, slot, &mut buf);
         self.charge_time(t);
@@ -256,11 +263,11 @@ impl Front for ReplayFront {
             match how {
                 ReadIn::Zswap => {
                     pc.zswpin += 1;
-                    self.ops.0 += 1;
+                    self.op_ns += self.zswap_op_ns;
                 }
                 ReadIn::Disk => {
                     pc.pswpin += 1;
-                    self.ops.1 += 1;
+                    self.op_ns += self.disk_op_ns;
                     // The faulting task waits for the device read (readahead reads are
                     // submitted in the same plug, so each costs the same).
                     self.pc[self.cur as usize].model_ns += self.disk_ns;
@@ -268,14 +275,14 @@ impl Front for ReplayFront {
                 ReadIn::Zero => pc.swpin_zero += 1,
             }
             if self.verify {
-                let t = Instant::now();
+                let t = ticks::now();
                 if buf[..] != *self.data(page) {
                     self.mismatches += 1;
                     self.first_mismatch.get_or_insert_with(|| {
                         format!("page {} (slot {slot}) read back different bytes", page.0)
                     });
                 }
-                self.verify_ns += t.elapsed().as_nanos() as u64;
+                self.verify_ticks += ticks::now().wrapping_sub(t);
             }
         }
         self.buf = buf;
@@ -283,7 +290,7 @@ impl Front for ReplayFront {
     }
 
     fn free_slot(&mut self, slot: u32) {
-        let t = Instant::now();
+        let t = ticks::now();
         cache::free_slot(&self.z, AREA, slot);
         self.charge_time(t);
     }
@@ -311,7 +318,7 @@ impl Front for ReplayFront {
         if !self.shrinker {
             return;
         }
-        let t = Instant::now();
+        let t = ticks::now();
         let zcg = self.zcg[cg.0 as usize];
         // shrink_slab / do_shrink_slab with DEFAULT_SEEKS: delta = (freeable >> priority) * 4
         // / 2, scanned in batches of SHRINK_BATCH (128).
@@ -421,6 +428,56 @@ impl Tlb {
 
 /// Tag of a page-source page in the TLB (the replayed process reads it to write a page).
 const SOURCE_TAG: u64 = 1 << 62;
+
+/// The TLB tag of the page-source page holding content `v` (a corpus page number).
+#[inline]
+fn source_tag(corpus_mod: FastMod, v: u32) -> u64 {
+    SOURCE_TAG | u64::from(corpus_mod.rem(v))
+}
+
+/// The TLB models of a replay's address spaces, run ahead of it over the event stream (see
+/// `Replay::take_tlb_stage`): `mark` looks every access of a batch up, in order, as the
+/// replay would (the page, then for a write of corpus data the source page the process reads
+/// it from), and sets the op's hit bit; cgroup events make and drop address spaces' TLBs.
+pub struct TlbStage {
+    /// Per trace cgroup number (as `Replay::spaces`): its TLB, none once removed.
+    tlbs: Vec<Option<Tlb>>,
+    entries: usize,
+    corpus_mod: FastMod,
+}
+
+impl TlbStage {
+    /// Mark the accesses of `batch`.
+    pub fn mark(&mut self, batch: &mut crate::batch::Batch) {
+        let mut controls = batch.events.iter();
+        for op in &mut batch.ops {
+            let Some((cg, page, a)) = op.access() else {
+                // A numbering the replay rejects stops it there; the stage just skips it.
+                match controls.next() {
+                    Some(Event::Cgroup { cg, .. }) if *cg as usize == self.tlbs.len() => {
+                        self.tlbs.push(Tlb::new(self.entries));
+                    }
+                    Some(Event::RemoveCgroup { cg }) => {
+                        if let Some(t) = self.tlbs.get_mut(*cg as usize) {
+                            *t = None;
+                        }
+                    }
+                    _ => {}
+                }
+                continue;
+            };
+            let Some(t) = self.tlbs.get_mut(cg as usize).and_then(Option::as_mut) else {
+                continue;
+            };
+            if t.access(page) {
+                op.set_tlb_hit();
+            }
+            if let Access::Write(Content::Page(i)) = a {
+                t.access(source_tag(self.corpus_mod, i % (ZERO - 1)));
+            }
+        }
+    }
+}
 
 /// A cgroup's address space.
 struct Space {
@@ -546,19 +603,26 @@ pub struct Replay {
     spaces: Vec<Space>,
     events: u64,
     started: Instant,
+    /// `ticks::now()` at `started`: the cache's and the verification's times are in ticks.
+    started_ticks: u64,
     timeline: Vec<Sample>,
     /// memory.reclaim requests that returned EAGAIN, and memory.max writes refused (EBUSY).
     reclaim_eagain: u64,
     limit_ebusy: u64,
-    /// Modelled kernel time (see `KernelClock`) and the next statistics flush.
+    /// Modelled kernel time of the accesses (see `KernelClock`; the cache and device
+    /// operations' share is `ReplayFront::op_ns`) and the next statistics flush.
     kernel_ns: u64,
     next_flush_ns: u64,
-    ops_seen: (u64, u64),
+    /// `opts.stats_flush` in nanoseconds (0: exact statistics, no flushes).
+    flush_period_ns: u64,
+    /// The event count of the next timeline sample (never reached without a timeline).
+    next_sample: u64,
     clock_access_ns: u64,
-    clock_zswap_ns: u64,
-    clock_disk_ns: u64,
     /// The next flat page identity (see `ReplayOptions::spans`).
     next_base: u64,
+    /// The address spaces' TLBs live in a [`TlbStage`] that marks each access op upstream
+    /// (`take_tlb_stage`): accesses take their hit bit from the op.
+    tlb_upstream: bool,
     _swap: Arc<SwapFile>,
 }
 
@@ -595,6 +659,11 @@ impl Replay {
         let shrinker = params.shrinker_enabled && opts.accounting == Accounting::V2;
         let tlb_entries = opts.tlb_entries;
         let (flush_ns, clock) = (opts.stats_flush.as_nanos() as u64, opts.clock);
+        let next_sample = if opts.timeline_every > 0 {
+            opts.timeline_every
+        } else {
+            u64::MAX
+        };
         let z = Zswap::new(params).map_err(|e| ReplayError::Setup(format!("cache: {e}")))?;
         z.add_swap_file(swap.clone())
             .map_err(|e| ReplayError::Setup(format!("cache: {e}")))?;
@@ -618,9 +687,11 @@ impl Replay {
             zcg: vec![CgroupId::ROOT],
             pc: vec![PerCg::default()],
             cur: 0,
-            cache_ns: 0,
-            verify_ns: 0,
-            ops: (0, 0),
+            cache_ticks: 0,
+            verify_ticks: 0,
+            op_ns: 0,
+            zswap_op_ns: clock.zswap_op.as_nanos() as u64,
+            disk_op_ns: clock.disk_op.as_nanos() as u64,
             verify: opts.verify,
             mismatches: 0,
             first_mismatch: None,
@@ -644,17 +715,18 @@ impl Replay {
             )],
             events: 0,
             started: Instant::now(),
+            started_ticks: ticks::now(),
             timeline: Vec::new(),
             reclaim_eagain: 0,
             limit_ebusy: 0,
             kernel_ns: 0,
             // The periodic flusher's phase: the first flush half a period in.
             next_flush_ns: flush_ns / 2,
-            ops_seen: (0, 0),
+            flush_period_ns: flush_ns,
+            next_sample,
             clock_access_ns: clock.access.as_nanos() as u64,
-            clock_zswap_ns: clock.zswap_op.as_nanos() as u64,
-            clock_disk_ns: clock.disk_op.as_nanos() as u64,
             next_base: 0,
+            tlb_upstream: false,
             _swap: swap,
         })
     }
@@ -677,6 +749,7 @@ impl Replay {
     /// Start the clock (setup excluded from elapsed time).
     pub fn start_clock(&mut self) {
         self.started = Instant::now();
+        self.started_ticks = ticks::now();
     }
 
     fn space(&mut self, cg: u32) -> Result<&mut Space, ReplayError> {
@@ -712,9 +785,57 @@ impl Replay {
             Access::Read => None,
             Access::Write(c) => Some(c),
         };
-        self.access(cg, page, write)?;
+        self.access(cg, page, write, None, NONE)?;
         self.after_event();
         Ok(())
+    }
+
+    /// Apply one access op of a batch marked by this replay's [`TlbStage`] (see
+    /// `take_tlb_stage`): the op says whether its translation was cached. `id`: its page's
+    /// identity as `prefetch_op` found it, or `NO_PAGE` (then it is looked up here).
+    #[inline]
+    pub fn apply_op(&mut self, op: Op, id: u32) -> Result<(), ReplayError> {
+        let Some((cg, page, a)) = op.access() else {
+            return Err(ReplayError::Trace(
+                "a control op applied as an access".into(),
+            ));
+        };
+        debug_assert!(self.tlb_upstream, "apply_op without the TLB stage");
+        self.events += 1;
+        let write = match a {
+            Access::Read => None,
+            Access::Write(c) => Some(c),
+        };
+        self.access(cg, page, write, Some(op.tlb_hit()), id)?;
+        self.after_event();
+        Ok(())
+    }
+
+    /// Move the address spaces' TLB models into a stage that runs ahead of the replay (on the
+    /// event thread, overlapping it, as generating the events does) and marks every access
+    /// op with whether its translation was cached: the TLB's state is a function of the
+    /// access stream alone (a hit on a page unmapped since is checked against the engine's
+    /// page state here), so the hits are the same as when the replay looks them up itself.
+    /// Until `put_tlb_stage`, accesses must come through `apply_op` on marked batches.
+    pub fn take_tlb_stage(&mut self) -> TlbStage {
+        self.tlb_upstream = true;
+        TlbStage {
+            tlbs: self
+                .spaces
+                .iter_mut()
+                .map(|s| if s.removed { None } else { s.tlb.take() })
+                .collect(),
+            entries: self.opts.tlb_entries,
+            corpus_mod: self.f.corpus_mod,
+        }
+    }
+
+    /// Take the TLBs back from the stage (`apply` and `apply_access` look them up again).
+    pub fn put_tlb_stage(&mut self, stage: TlbStage) {
+        self.tlb_upstream = false;
+        for (s, t) in self.spaces.iter_mut().zip(stage.tlbs) {
+            s.tlb = t;
+        }
     }
 
     /// What follows every event: the shrink worker's turn, the statistics flush, the
@@ -724,18 +845,16 @@ impl Replay {
         if self.f.stored {
             self.f.run_queued_worker();
         }
-        if !self.opts.stats_flush.is_zero() {
+        if self.flush_period_ns != 0 {
             self.kernel_ns += self.clock_access_ns;
-            let ops = self.f.ops;
-            self.kernel_ns += (ops.0 - self.ops_seen.0) * self.clock_zswap_ns
-                + (ops.1 - self.ops_seen.1) * self.clock_disk_ns;
-            self.ops_seen = ops;
-            if self.kernel_ns >= self.next_flush_ns {
+            let now = self.kernel_ns + self.f.op_ns;
+            if now >= self.next_flush_ns {
                 self.mm.flush_stats();
-                self.next_flush_ns = self.kernel_ns + self.opts.stats_flush.as_nanos() as u64;
+                self.next_flush_ns = now + self.flush_period_ns;
             }
         }
-        if self.opts.timeline_every > 0 && self.events % self.opts.timeline_every == 0 {
+        if self.events == self.next_sample {
+            self.next_sample += self.opts.timeline_every;
             self.sample();
         }
     }
@@ -752,9 +871,7 @@ impl Replay {
                 let mem = s.mem.0;
                 let ids = s.take_range(&self.mm, page, count);
                 self.f.cur = mem;
-                for id in ids {
-                    self.mm.free_page(PageId(id), &mut self.f);
-                }
+                self.mm.free_pages(&ids, &mut self.f);
             }
             Event::Cgroup {
                 cg,
@@ -786,13 +903,14 @@ impl Replay {
                 };
                 let base = self.next_base as u32;
                 self.next_base += span;
-                self.spaces.push(Space::new(
-                    name.clone(),
-                    mem,
-                    base,
-                    span,
-                    self.opts.tlb_entries,
-                ));
+                // With the TLBs upstream the stage made this space's TLB when it met this event.
+                let tlb_entries = if self.tlb_upstream {
+                    0
+                } else {
+                    self.opts.tlb_entries
+                };
+                self.spaces
+                    .push(Space::new(name.clone(), mem, base, span, tlb_entries));
             }
             Event::RemoveCgroup { cg } => {
                 let s = self.spaces.get_mut(cg as usize).filter(|s| !s.removed);
@@ -803,9 +921,7 @@ impl Replay {
                 s.removed = true;
                 s.extra = HashMap::new();
                 self.f.cur = mem.0;
-                for id in ids {
-                    self.mm.free_page(PageId(id), &mut self.f);
-                }
+                self.mm.free_pages(&ids, &mut self.f);
                 self.mm.uncharge_kernel(mem, pt);
                 self.mm.remove_cgroup(mem).map_err(ReplayError::Engine)?;
                 let _ = self.f.z.remove_cgroup(self.f.zcg[mem.0 as usize]);
@@ -870,30 +986,30 @@ impl Replay {
     }
 
     #[inline(always)]
-    fn access(&mut self, cg: u32, page: u64, write: Option<Content>) -> Result<(), ReplayError> {
+    fn access(
+        &mut self,
+        cg: u32,
+        page: u64,
+        write: Option<Content>,
+        tlb_hit: Option<bool>,
+        id: u32,
+    ) -> Result<(), ReplayError> {
         let Some(s) = self.spaces.get_mut(cg as usize).filter(|s| !s.removed) else {
             return Err(ReplayError::Trace(format!("no cgroup #{cg}")));
         };
         let mem = s.mem;
         self.f.cur = mem.0;
         self.f.pc[mem.0 as usize].events += 1;
-        let tlb_hit = s.tlb.as_mut().is_some_and(|t| t.access(page));
-        let id = s.id(page);
+        let tlb_hit = match tlb_hit {
+            Some(hit) => hit,
+            None => s.tlb.as_mut().is_some_and(|t| t.access(page)),
+        };
+        // A known identity is the one `s.id` gives: a space's pages keep theirs for its life.
+        let id = if id != NONE { id } else { s.id(page) };
         // A TLB hit on a mapped page needs no page walk: no accessed bit, no fault. (A
         // translation of a page unmapped since would have been flushed: then it is a miss.)
         if id == NONE || !self.mm.access_mapped(PageId(id), write.is_some(), tlb_hit) {
-            let id = if id == NONE || !self.mm.is_live(PageId(id)) {
-                self.new_page(cg, page)?
-            } else {
-                id
-            };
-            self.mm
-                .access(PageId(id), write.is_some(), &mut self.f)
-                .map_err(ReplayError::Engine)?;
-            if let Some(c) = write {
-                self.write_content(cg, id, c);
-            }
-            return Ok(());
+            return self.fault(cg, page, id, write);
         }
         if let Some(c) = write {
             self.write_content(cg, id, c);
@@ -901,10 +1017,33 @@ impl Replay {
         Ok(())
     }
 
-    /// The first touch of `page`: charge its page-table page if its 2 MiB chunk is new, then
-    /// make its engine identity (holding the zero page's content).
-    #[cold]
-    fn new_page(&mut self, cg: u32, page: u64) -> Result<u32, ReplayError> {
+    /// An access to a page that is not mapped (`id`: its identity, or `NONE`): the engine's
+    /// fault path, and a first touch makes the page.
+    #[inline(never)]
+    fn fault(
+        &mut self,
+        cg: u32,
+        page: u64,
+        id: u32,
+        write: Option<Content>,
+    ) -> Result<(), ReplayError> {
+        let id = if id != NONE && self.mm.is_live(PageId(id)) {
+            self.mm
+                .access(PageId(id), write.is_some(), &mut self.f)
+                .map_err(ReplayError::Engine)?;
+            id
+        } else {
+            self.first_touch(cg, page, write.is_some())?
+        };
+        if let Some(c) = write {
+            self.write_content(cg, id, c);
+        }
+        Ok(())
+    }
+
+    /// The first touch of `page`: charge its page-table page if its 2 MiB chunk is new, make
+    /// its engine identity (holding the zero page's content) and fault it in.
+    fn first_touch(&mut self, cg: u32, page: u64, write: bool) -> Result<u32, ReplayError> {
         let s = &mut self.spaces[cg as usize];
         let mem = s.mem;
         let new_chunk = s.new_chunk(page);
@@ -915,28 +1054,32 @@ impl Replay {
                 .map_err(ReplayError::Engine)?;
         }
         let s = &mut self.spaces[cg as usize];
-        let id = if page < s.span {
-            self.mm.new_page_at(mem, PageId(s.base + page as u32))
-        } else {
-            self.mm.new_page(mem)
+        if page < s.span {
+            // Flat identities have their content entry from the start.
+            let id = s.base + page as u32;
+            self.f.content[id as usize] = ZERO;
+            self.mm
+                .fault_new_page_at(mem, PageId(id), write, &mut self.f)
+                .map_err(ReplayError::Engine)?;
+            return Ok(id);
         }
-        .map_err(ReplayError::Engine)?
-        .0;
-        if page >= s.span {
-            s.extra.insert(page, id);
-        }
+        let id = self.mm.new_page(mem).map_err(ReplayError::Engine)?.0;
+        s.extra.insert(page, id);
         let i = id as usize;
         if self.f.content.len() <= i {
             self.f.content.resize(i + 1, ZERO);
         }
         self.f.content[i] = ZERO;
+        self.mm
+            .access(PageId(id), write, &mut self.f)
+            .map_err(ReplayError::Engine)?;
         Ok(id)
     }
 
     /// The TLB tag of the page-source page holding content `v`.
     #[inline]
     fn source_tag(&self, v: u32) -> u64 {
-        SOURCE_TAG | u64::from(self.f.corpus_mod.rem(v))
+        source_tag(self.f.corpus_mod, v)
     }
 
     /// Record what a write put in page `id`; the process reads it from the page source.
@@ -1034,34 +1177,30 @@ impl Replay {
         self.prefetch_access(cg, page, content);
     }
 
-    /// `prefetch` of an op.
+    /// `prefetch` of an op. Returns the identity of its page if it has a flat one (for
+    /// `prefetch_fault` and `apply_op`), else `NO_PAGE`.
     #[inline]
-    pub fn prefetch_op(&self, op: Op) {
+    pub fn prefetch_op(&self, op: Op) -> u32 {
         match op.access() {
             Some((cg, page, Access::Read)) => self.prefetch_access(cg, page, None),
             Some((cg, page, Access::Write(c))) => self.prefetch_access(cg, page, Some(c)),
-            None => {}
+            None => NONE,
         }
     }
 
-    /// Later stages of `prefetch_op` for an access that will fault: its page's record
-    /// (`swap` false), then its swap slot's state (`swap` true).
+    /// Later stages of `prefetch_op` for an access to page `id` (from `prefetch_op`) that
+    /// will fault: its page's record (`swap` false), then its swap slot's state (`swap` true).
     #[inline]
-    pub fn prefetch_fault(&self, op: Op, swap: bool) {
-        let Some((cg, page, _)) = op.access() else {
-            return;
-        };
-        if let Some(s) = self.spaces.get(cg as usize) {
-            if page < s.span {
-                self.mm.prefetch_fault(PageId(s.base + page as u32), swap);
-            }
+    pub fn prefetch_fault(&self, id: u32, swap: bool) {
+        if id != NONE {
+            self.mm.prefetch_fault(PageId(id), swap);
         }
     }
 
     #[inline]
-    fn prefetch_access(&self, cg: u32, page: u64, content: Option<Content>) {
+    fn prefetch_access(&self, cg: u32, page: u64, content: Option<Content>) -> u32 {
         let Some(s) = self.spaces.get(cg as usize) else {
-            return;
+            return NONE;
         };
         if let Some(t) = &s.tlb {
             t.prefetch(page);
@@ -1075,6 +1214,9 @@ impl Replay {
             if let Some(c) = self.f.content.get(id as usize) {
                 uzswap_mm::prefetch(std::ptr::from_ref(c).cast());
             }
+            id
+        } else {
+            NONE
         }
     }
 
@@ -1099,6 +1241,9 @@ impl Replay {
     pub fn report(&mut self, workload: &str) -> Result<Report, ReplayError> {
         self.f.run_queued_worker();
         let elapsed = self.started.elapsed().as_secs_f64();
+        // Nanoseconds per tick over the whole replay.
+        let ticks = ticks::now().wrapping_sub(self.started_ticks).max(1);
+        let ns_per_tick = elapsed * 1e9 / ticks as f64;
         if self.opts.timeline_every > 0 {
             self.sample();
         }
@@ -1108,8 +1253,8 @@ impl Replay {
                 self.f.mismatches
             )));
         }
-        let cache_s = self.f.cache_ns as f64 / 1e9;
-        let verify_s = self.f.verify_ns as f64 / 1e9;
+        let cache_s = self.f.cache_ticks as f64 * ns_per_tick / 1e9;
+        let verify_s = self.f.verify_ticks as f64 * ns_per_tick / 1e9;
         let engine_s = (elapsed - cache_s - verify_s).max(0.0);
         let counters = self.f.z.counters();
         let st = self.mm.stats();
@@ -1123,7 +1268,7 @@ impl Replay {
             let ms = self.mm.cgroup_stats().into_iter().find(|c| c.id == s.mem);
             cgroups.push(CgroupReport {
                 name: s.name.clone(),
-                elapsed_s: (pc.cache_ns + pc.model_ns) as f64 / 1e9
+                elapsed_s: (pc.cache_ticks as f64 * ns_per_tick + pc.model_ns as f64) / 1e9
                     + engine_s * pc.events as f64 / total_events,
                 counters: crate::report::cgroup_counters(&pc_view(&pc), z, ms.as_ref()),
             });
@@ -1155,6 +1300,33 @@ fn pc_view(p: &PerCg) -> crate::report::FrontCounts {
         pswpin: p.pswpin,
         swpout_zero: p.swpout_zero,
         swpin_zero: p.swpin_zero,
+    }
+}
+
+/// The clock that times the calls into the cache: ticks of the CPU's time-stamp counter on
+/// x86-64 (invariant on this machine, its kernel's clocksource), cheaper to read than
+/// `Instant::now` through the vDSO (about 25 ns here), twice per call into the cache; converted to nanoseconds with the rate measured over the whole replay
+/// (`Replay::report`). Elsewhere, nanoseconds since the first reading.
+mod ticks {
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    pub fn now() -> u64 {
+        // RDTSCP, not RDTSC: it waits for every earlier instruction to finish, so a reading
+        // taken after a call into the cache does not run ahead of the call's last loads (an
+        // unordered RDTSC moved tens of milliseconds of `scan`'s cache time to the engine).
+        let mut aux = 0u32;
+        // SAFETY: RDTSCP has no preconditions; it reads the time-stamp counter and
+        // IA32_TSC_AUX into `aux`, a valid local.
+        unsafe { std::arch::x86_64::__rdtscp(&mut aux) }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    pub fn now() -> u64 {
+        static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        EPOCH
+            .get_or_init(std::time::Instant::now)
+            .elapsed()
+            .as_nanos() as u64
     }
 }
 

@@ -119,27 +119,38 @@ impl Source {
 /// of stalling one after another.
 const LOOKAHEAD: usize = 8;
 
-/// Events fetched from the source at a time.
-const BATCH: usize = 4096;
+/// Events fetched from the source at a time: large, because handing a batch back wakes the
+/// event thread, and a wakeup across vCPUs costs several microseconds of the replay's time
+/// on a VM; with `IN_FLIGHT` of them the replay never waits for the event thread after its
+/// first batch (`source_wait_s` in the report). About 4 MiB of 16-byte ops in all, whatever
+/// the trace's length.
+const BATCH: usize = 16384;
+/// The first batch's size (they double up to `BATCH`): the replay waits for it.
+const FIRST_BATCH: usize = 1024;
+/// Batches in flight between the two threads.
+const IN_FLIGHT: usize = 8;
 
 /// Replay every event of `src`; `progress(events)` is called every 65536 events.
 ///
 /// The events are generated (built-in workload) or read and decoded (trace) on a second
 /// thread, a few batches ahead, while this one replays: producing the events is the trace's
 /// work, not the reclaim model's, and overlaps it (the events and so every counter are the
-/// same as on one thread).
+/// same as on one thread). The modelled TLBs run there too, marking each access with whether
+/// its translation was cached ([`driver::TlbStage`]): their state depends on the access
+/// stream alone. The report's `source_s` is that thread's CPU time.
 pub fn run(
     replay: &mut Replay,
     src: &mut Source,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Report, ReplayError> {
     let name = src.name();
-    replay.start_clock();
-    std::thread::scope(|scope| {
+    let mut stage = replay.take_tlb_stage();
+    let r = std::thread::scope(|scope| {
         // Full batches to the replay, empty ones back for reuse: no allocation per batch.
-        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Result<Batch, ReplayError>>(3);
+        let (full_tx, full_rx) =
+            std::sync::mpsc::sync_channel::<Result<Batch, ReplayError>>(IN_FLIGHT - 1);
         let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Batch>();
-        for _ in 0..4 {
+        for _ in 0..IN_FLIGHT {
             empty_tx
                 .send(Batch::with_capacity(2 * BATCH))
                 .expect("receiver alive");
@@ -147,26 +158,55 @@ pub fn run(
         let producer = std::thread::Builder::new()
             .name("replay-source".into())
             .spawn_scoped(scope, move || {
+                // Small batches first, so that the replay starts at once.
+                let mut size = FIRST_BATCH;
                 while let Ok(mut batch) = empty_rx.recv() {
-                    let r = src.fill(&mut batch, BATCH);
+                    let r = src.fill(&mut batch, size);
+                    size = (size * 2).min(BATCH);
+                    if r.is_ok() {
+                        stage.mark(&mut batch);
+                    }
                     let end = r.is_err() || batch.is_empty();
                     if full_tx.send(r.map(|()| batch)).is_err() || end {
                         break;
                     }
                 }
+                (stage, thread_cpu_time())
             })
             .map_err(|e| ReplayError::Setup(format!("starting the event source thread: {e}")))?;
-        let r = replay_batches(replay, &full_rx, &empty_tx, progress);
+        let mut waited = std::time::Duration::ZERO;
+        // The clock starts once the event thread runs (starting a thread is set-up).
+        replay.start_clock();
+        let r = replay_batches(replay, &full_rx, &empty_tx, progress, &mut waited);
         // Unblock and stop the producer whatever happened here.
         drop(empty_tx);
         drop(full_rx);
-        producer
+        let (stage, source_cpu) = producer
             .join()
             .map_err(|_| ReplayError::Setup("the event source thread panicked".into()))?;
-        r
-    })?;
+        replay.put_tlb_stage(stage);
+        r.map(|()| (source_cpu, waited))
+    });
+    let (source_cpu, waited) = r?;
     progress(replay.events());
-    replay.report(&name)
+    let mut rep = replay.report(&name)?;
+    rep.source_s = source_cpu.as_secs_f64();
+    rep.source_wait_s = waited.as_secs_f64();
+    Ok(rep)
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu_time() -> std::time::Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// The replay side of `run`: apply each batch as it arrives, hand it back emptied.
@@ -175,9 +215,20 @@ fn replay_batches(
     full: &std::sync::mpsc::Receiver<Result<Batch, ReplayError>>,
     empty: &std::sync::mpsc::Sender<Batch>,
     progress: &mut dyn FnMut(u64),
+    waited: &mut std::time::Duration,
 ) -> Result<(), ReplayError> {
     loop {
-        let Ok(batch) = full.recv() else {
+        let batch = match full.try_recv() {
+            Ok(b) => Ok(b),
+            Err(std::sync::mpsc::TryRecvError::Empty) => {
+                let t = std::time::Instant::now();
+                let b = full.recv();
+                *waited += t.elapsed();
+                b.map_err(|_| ())
+            }
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => Err(()),
+        };
+        let Ok(batch) = batch else {
             return Err(ReplayError::Setup(
                 "the event source thread stopped early".into(),
             ));
@@ -199,22 +250,24 @@ fn apply_batch(
     progress: &mut dyn FnMut(u64),
 ) -> Result<(), ReplayError> {
     let ops = &batch.ops;
-    for &op in ops.iter().take(LOOKAHEAD) {
-        replay.prefetch_op(op);
+    // The page identities of the next LOOKAHEAD ops, found once by the first prefetch stage
+    // (op j's in slot j % LOOKAHEAD).
+    let mut ids = [driver::NO_PAGE; LOOKAHEAD];
+    for (j, &op) in ops.iter().enumerate().take(LOOKAHEAD) {
+        ids[j % LOOKAHEAD] = replay.prefetch_op(op);
     }
     let mut controls = batch.events.iter();
     for i in 0..ops.len() {
-        if let Some(&op) = ops.get(i + LOOKAHEAD) {
-            replay.prefetch_op(op);
-        }
-        if let Some(&op) = ops.get(i + LOOKAHEAD / 2) {
-            replay.prefetch_fault(op, false);
-        }
-        if let Some(&op) = ops.get(i + LOOKAHEAD / 4) {
-            replay.prefetch_fault(op, true);
-        }
-        match ops[i].access() {
-            Some((cg, page, a)) => replay.apply_access(cg, page, a)?,
+        let op = ops[i];
+        let id = ids[i % LOOKAHEAD];
+        ids[i % LOOKAHEAD] = match ops.get(i + LOOKAHEAD) {
+            Some(&next) => replay.prefetch_op(next),
+            None => driver::NO_PAGE,
+        };
+        replay.prefetch_fault(ids[(i + LOOKAHEAD / 2) % LOOKAHEAD], false);
+        replay.prefetch_fault(ids[(i + LOOKAHEAD / 4) % LOOKAHEAD], true);
+        match op.access() {
+            Some(_) => replay.apply_op(op, id)?,
             None => {
                 let ev = controls.next().expect("a control op has its event");
                 replay.apply(ev)?;

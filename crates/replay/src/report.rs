@@ -101,6 +101,12 @@ pub struct Report {
     pub cache_s: f64,
     /// Time spent comparing pages read back with what was written (in neither of the above).
     pub verify_s: f64,
+    /// CPU time of the event thread, which runs beside the replay: generating (or reading
+    /// and decoding) the events and the TLB model that marks them. Not part of `elapsed_s`
+    /// except where the replay waited for it (then it is in `engine_s`).
+    pub source_s: f64,
+    /// Time the replay waited for the event thread's next batch (part of `engine_s`).
+    pub source_wait_s: f64,
     pub counters: BTreeMap<String, u64>,
     pub cgroups: Vec<CgroupReport>,
     pub classes: Vec<ClassRow>,
@@ -209,6 +215,8 @@ impl Report {
             engine_s,
             cache_s,
             verify_s: 0.0,
+            source_s: 0.0,
+            source_wait_s: 0.0,
             counters,
             cgroups,
             classes,
