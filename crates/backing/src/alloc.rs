@@ -3,8 +3,9 @@
 //!
 //! Slots are grouped into clusters of [`CLUSTER_SLOTS`] (512, one THP worth of 4 KiB pages, the
 //! kernel's `SWAPFILE_CLUSTER` on x86-64). Each cluster is one 128-byte, cache-line aligned record:
-//! a free counter and a 512-bit bitmap. Allocation first reserves a slot by decrementing the free
-//! counter (so a cluster never hands out more than it has), then claims a bit with `fetch_or`.
+//! a used counter and a 512-bit bitmap, all zero when free. Allocation first reserves a slot by
+//! incrementing the used counter below the cluster's size (so a cluster never hands out more
+//! than it has), then claims a bit with `fetch_or`.
 //!
 //! Threads do not share a cursor: each thread is mapped to one of [`LANES`] lanes, and each lane
 //! remembers the cluster it allocates from (the kernel's per-CPU cluster). Only when that cluster
@@ -25,13 +26,17 @@ const WORDS: usize = CLUSTER_SLOTS / 64;
 pub const LANES: usize = 32;
 const NO_CLUSTER: u32 = u32::MAX;
 
-/// One cluster: free counter and bitmap (bit set = slot allocated), on its own cache lines.
-#[repr(align(128))]
-struct Cluster {
-    free: AtomicU32,
-    /// Number of real slots (only the last cluster of an area may hold fewer than 512).
-    size: u32,
-    bits: [AtomicU64; WORDS],
+/// Words of one cluster's record: the used counter, then the 512-bit bitmap (bit set = slot
+/// allocated), padded to 128 bytes so that each record has cache lines of its own.
+const RECORD_WORDS: usize = 16;
+
+/// One cluster's record. All-zero words are a free cluster, so a map is made from zeroed
+/// memory that the OS maps only where it is used: a process that uses a few clusters of a
+/// 16 GiB area touches only those (initialising a 4 Mi-slot map wrote 1 MiB, a quarter of a
+/// short-lived `uzswap run` process's start-up).
+struct Cluster<'a> {
+    used: &'a AtomicU64,
+    bits: &'a [AtomicU64],
 }
 
 #[repr(align(64))]
@@ -41,7 +46,11 @@ struct Lane {
 
 /// The free-slot map of one swap area.
 pub struct SlotMap {
-    clusters: Box<[Cluster]>,
+    /// The records, the first at word `first` (128-byte aligned).
+    words: Box<[AtomicU64]>,
+    first: usize,
+    /// Clusters.
+    n: usize,
     lanes: Box<[Lane]>,
     /// Where the next search for a fresh cluster starts (only touched when a lane's cluster runs out).
     hint: AtomicUsize,
@@ -78,39 +87,52 @@ impl SlotMap {
     /// A map with every slot free.
     pub fn new(capacity: u64) -> SlotMap {
         let n = (capacity as usize).div_ceil(CLUSTER_SLOTS);
-        let clusters = (0..n)
-            .map(|i| {
-                let size = (capacity as usize - i * CLUSTER_SLOTS).min(CLUSTER_SLOTS);
-                let bits: [AtomicU64; WORDS] = std::array::from_fn(|w| {
-                    // Bits past the end of a short last cluster are permanently "allocated".
-                    let first = w * 64;
-                    let v = if first + 64 <= size {
-                        0
-                    } else if first >= size {
-                        u64::MAX
-                    } else {
-                        u64::MAX << (size - first)
-                    };
-                    AtomicU64::new(v)
-                });
-                Cluster {
-                    free: AtomicU32::new(size as u32),
-                    size: size as u32,
-                    bits,
-                }
-            })
-            .collect();
+        // Zeroed words (free clusters), with room to align the first record to 128 bytes.
+        let words = zeroed_words(n * RECORD_WORDS + RECORD_WORDS);
+        let misalign = (words.as_ptr() as usize / 8) % RECORD_WORDS;
+        let first = (RECORD_WORDS - misalign) % RECORD_WORDS;
         let lanes = (0..LANES)
             .map(|_| Lane {
                 cluster: AtomicU32::new(NO_CLUSTER),
             })
             .collect();
-        SlotMap {
-            clusters,
+        let map = SlotMap {
+            words,
+            first,
+            n,
             lanes,
             hint: AtomicUsize::new(0),
             capacity,
+        };
+        if n > 0 {
+            // Bits past the end of a short last cluster are permanently "allocated".
+            let size = capacity as usize - (n - 1) * CLUSTER_SLOTS;
+            for (w, word) in map.cluster(n - 1).bits.iter().enumerate() {
+                let first = w * 64;
+                if first >= size {
+                    word.store(u64::MAX, Ordering::Relaxed);
+                } else if first + 64 > size {
+                    word.store(u64::MAX << (size - first), Ordering::Relaxed);
+                }
+            }
         }
+        map
+    }
+
+    /// Cluster `c`'s record.
+    #[inline]
+    fn cluster(&self, c: usize) -> Cluster<'_> {
+        let w = self.first + c * RECORD_WORDS;
+        Cluster {
+            used: &self.words[w],
+            bits: &self.words[w + 1..w + 1 + WORDS],
+        }
+    }
+
+    /// Real slots of cluster `c` (only the last cluster of an area may hold fewer than 512).
+    #[inline]
+    fn size(&self, c: usize) -> u32 {
+        (self.capacity as usize - c * CLUSTER_SLOTS).min(CLUSTER_SLOTS) as u32
     }
 
     /// Allocates one slot, or `None` when every slot is in use.
@@ -127,7 +149,7 @@ impl SlotMap {
 
     #[cold]
     fn alloc_slow(&self, lane: &Lane) -> Option<u64> {
-        let n = self.clusters.len();
+        let n = self.n;
         // Spread lanes over the area: each search starts where the last one ended.
         let start = self.hint.fetch_add(1, Ordering::Relaxed) % n;
         // Pass 1: an entirely free cluster (what the kernel gives a CPU for sequential allocation).
@@ -135,9 +157,8 @@ impl SlotMap {
         for want_empty in [true, false] {
             for i in 0..n {
                 let c = (start + i) % n;
-                let cl = &self.clusters[c];
-                let free = cl.free.load(Ordering::Relaxed);
-                if free == 0 || (want_empty && free != cl.size) {
+                let used = self.cluster(c).used.load(Ordering::Relaxed);
+                if used >= u64::from(self.size(c)) || (want_empty && used != 0) {
                     continue;
                 }
                 if let Some(s) = self.alloc_in(c) {
@@ -151,10 +172,13 @@ impl SlotMap {
     }
 
     fn alloc_in(&self, c: usize) -> Option<u64> {
-        let cl = &self.clusters[c];
-        // Reserve first: once the counter is decremented a clear bit is guaranteed to exist.
-        cl.free
-            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |f| f.checked_sub(1))
+        let cl = self.cluster(c);
+        let size = u64::from(self.size(c));
+        // Reserve first: once the counter is incremented a clear bit is guaranteed to exist.
+        cl.used
+            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |u| {
+                (u < size).then_some(u + 1)
+            })
             .ok()?;
         loop {
             for (w, word) in cl.bits.iter().enumerate() {
@@ -179,43 +203,59 @@ impl SlotMap {
     pub fn free(&self, offset: u64) -> bool {
         debug_assert!(offset < self.capacity);
         let off = offset as usize;
-        let cl = &self.clusters[off / CLUSTER_SLOTS];
+        let cl = self.cluster(off / CLUSTER_SLOTS);
         let mask = 1u64 << (off % 64);
         let prev = cl.bits[(off % CLUSTER_SLOTS) / 64].fetch_and(!mask, Ordering::AcqRel);
         if prev & mask == 0 {
             return false;
         }
-        cl.free.fetch_add(1, Ordering::Release);
+        cl.used.fetch_sub(1, Ordering::Release);
         true
     }
 
     /// Marks a specific free slot allocated (used when reopening a file); false if already taken.
     pub fn claim(&self, offset: u64) -> bool {
         let off = offset as usize;
-        let cl = &self.clusters[off / CLUSTER_SLOTS];
+        let cl = self.cluster(off / CLUSTER_SLOTS);
         let mask = 1u64 << (off % 64);
         let prev = cl.bits[(off % CLUSTER_SLOTS) / 64].fetch_or(mask, Ordering::AcqRel);
         if prev & mask != 0 {
             return false;
         }
-        cl.free.fetch_sub(1, Ordering::AcqRel);
+        cl.used.fetch_add(1, Ordering::AcqRel);
         true
     }
 
     /// True if the slot is allocated.
     pub fn is_allocated(&self, offset: u64) -> bool {
         let off = offset as usize;
-        let cl = &self.clusters[off / CLUSTER_SLOTS];
+        let cl = self.cluster(off / CLUSTER_SLOTS);
         cl.bits[(off % CLUSTER_SLOTS) / 64].load(Ordering::Acquire) & (1u64 << (off % 64)) != 0
     }
 
     /// Slots in use, summed over clusters (no global counter on the hot path).
     pub fn in_use(&self) -> u64 {
-        self.clusters
-            .iter()
-            .map(|c| (c.size - c.free.load(Ordering::Relaxed).min(c.size)) as u64)
+        (0..self.n)
+            .map(|c| {
+                let used = self.cluster(c).used.load(Ordering::Relaxed);
+                used.min(u64::from(self.size(c)))
+            })
             .sum()
     }
+}
+
+/// `len` zeroed words, from the allocator's zeroed memory (calloc: fresh pages for a large
+/// table, untouched until used).
+#[cfg(not(loom))]
+fn zeroed_words(len: usize) -> Box<[AtomicU64]> {
+    crate::swapfile::zeroed_table(len)
+        .unwrap_or_else(|| (0..len).map(|_| AtomicU64::new(0)).collect())
+}
+
+/// `len` zeroed words (loom's atomics are not plain memory: made one by one).
+#[cfg(loom)]
+fn zeroed_words(len: usize) -> Box<[AtomicU64]> {
+    (0..len).map(|_| AtomicU64::new(0)).collect()
 }
 
 #[cfg(test)]

@@ -222,9 +222,10 @@ fn open_temp(dir: &Path) -> io::Result<File> {
 /// An all-zero checksum table of `n` entries, from `alloc_zeroed`: the OS hands out zero pages
 /// lazily, so a large, mostly unused area costs no resident memory, and a request the allocator
 /// cannot satisfy is an error instead of an abort.
-// The crate's one unsafe function: std has no safe way to get zeroed atomics lazily.
+// The crate's one unsafe function: std has no safe way to get zeroed atomics lazily (the
+// slot map's records come from it too).
 #[allow(unsafe_code)]
-fn zeroed_table(n: usize) -> Option<Box<[AtomicU64]>> {
+pub(crate) fn zeroed_table(n: usize) -> Option<Box<[AtomicU64]>> {
     let layout = std::alloc::Layout::array::<AtomicU64>(n).ok()?;
     if layout.size() == 0 {
         return Some(Box::new([]));

@@ -46,7 +46,9 @@
 //! spare the pool's readers TLB misses. RSS then grows in 2 MiB steps: the open chunk's
 //! uncarved tail is resident but holds no zspage ([`Arena::slack_pages`]).
 //!
-//! **Prefaulting** ([`MemoryPolicy::prefault_chunks`]): a background thread per arena keeps
+//! **Prefaulting** ([`MemoryPolicy::prefault_chunks`]): once the pool has carved half a chunk
+//! (a pool that stays smaller, like a short-lived process's under `uzswap run`, never starts
+//! the thread), a background thread per arena keeps
 //! that many huge-page chunks faulted in ahead of the open one, so a growing pool's stores do
 //! not wait for the kernel to clear and map memory, nor for the hypervisor to back it. When
 //! the pool outruns the thread, the chunk it must open at once comes from the small-page
@@ -255,10 +257,21 @@ struct ArenaInner {
     committed: usize,
     /// High-water mark of frames ever handed out.
     top: usize,
+    /// Frames carved from chunks so far: prefaulting starts once the pool has carved
+    /// `PREFAULT_AFTER` (a pool that stays small, like a short-lived process's, never pays for
+    /// a thread and chunks it does not use).
+    carved: usize,
+    /// `top_up_prefault` has run past `PREFAULT_AFTER`.
+    prefault_armed: bool,
     /// Earliest time a cached run or a prepared chunk expires (`u64::MAX`: none).
     next_expiry: u64,
     policy: MemoryPolicy,
 }
+
+/// Frames a pool carves before its arena starts prefaulting (half a chunk: about 1500
+/// compressed pages of typical memory), so that the prefault thread has the other half's
+/// stores to fault in the next chunks.
+const PREFAULT_AFTER: usize = CHUNK_FRAMES / 2;
 
 /// Work queue of the prefault thread.
 struct Prefault {
@@ -532,6 +545,8 @@ impl Arena {
                 cached_pages: 0,
                 committed: if writable { frames } else { 0 },
                 top: 0,
+                carved: 0,
+                prefault_armed: false,
                 next_expiry: u64::MAX,
                 policy,
             }),
@@ -714,6 +729,7 @@ impl Arena {
         if (end - cursor) as usize >= n {
             g.open = Some((c, cursor + n as u32));
             g.chunk(c).used += n as u16;
+            g.carved += n;
             let resident = g.chunks.get(c).populated;
             g.top = g.top.max((cursor as usize) + n);
             Some((cursor, resident))
@@ -722,11 +738,13 @@ impl Arena {
         }
     }
 
-    /// Keeps `prefault_chunks` chunks queued for (or done by) the prefault thread.
+    /// Keeps `prefault_chunks` chunks queued for (or done by) the prefault thread, once the
+    /// pool has carved `PREFAULT_AFTER` frames.
     fn top_up_prefault(&self, g: &mut ArenaInner) {
-        if cfg!(miri) {
+        if cfg!(miri) || g.carved < PREFAULT_AFTER {
             return;
         }
+        g.prefault_armed = true;
         let want = g.policy.prefault_chunks;
         let mut added = false;
         while g.prepared.len() < want {
@@ -785,6 +803,9 @@ impl Arena {
             }
             if got.is_none() && self.open_chunk(&mut g) {
                 got = self.carve(&mut g, n);
+                self.top_up_prefault(&mut g);
+            } else if !g.prefault_armed && g.carved >= PREFAULT_AFTER {
+                // The pool just reached the size that starts prefaulting.
                 self.top_up_prefault(&mut g);
             }
             got
@@ -1469,9 +1490,13 @@ mod tests {
         if cfg!(miri) {
             return;
         }
-        // Chunks 1 and 2 are prefaulted while chunk 0 is carved.
+        // A pool this small (a short-lived process's, say) prefaults nothing.
+        assert_eq!(a.slack_pages(), 0);
+        assert!(a.prefault_thread.lock().is_none());
+        // Half a chunk carved: chunks 1 and 2 are prefaulted while the rest of chunk 0 is.
+        let mut runs: Vec<u32> = (0..31).map(|_| a.alloc_run(8).unwrap()).collect();
         assert_eq!(a.slack_pages(), 2 * CHUNK_FRAMES);
-        let runs: Vec<u32> = (0..64).map(|_| a.alloc_run(8).unwrap()).collect();
+        runs.extend((0..33).map(|_| a.alloc_run(8).unwrap()));
         assert_eq!(
             runs[63], CHUNK_FRAMES as u32,
             "the prefaulted chunk 1 is opened next"
@@ -1512,11 +1537,17 @@ mod tests {
         if cfg!(miri) {
             return;
         }
-        // The prefault thread gets a huge-page chunk (if THP is available at all).
+        assert!(
+            a.inner.lock().prepared.is_empty(),
+            "a small pool prefaults nothing"
+        );
+        let mut runs: Vec<u32> = (0..63).map(|_| a.alloc_run(4).unwrap()).collect();
+        // Half a chunk carved: the prefault thread gets a huge-page chunk (if THP is available
+        // at all).
         let prepared = a.inner.lock().prepared[0];
         assert_eq!(prepared < small_base, small_base > 0);
         // Once the open chunk is full, the prefaulted one is opened.
-        let runs: Vec<u32> = (0..128).map(|_| a.alloc_run(4).unwrap()).collect();
+        runs.extend((0..65).map(|_| a.alloc_run(4).unwrap()));
         assert_eq!(runs[127], prepared * CHUNK_FRAMES as u32);
         // SAFETY: the run is ours alone in this test.
         unsafe { a.write(runs[127] as usize * PAGE_SIZE, &[9u8; 4 * PAGE_SIZE]) };
