@@ -320,9 +320,15 @@ fn setup_heap() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(16 << 30);
-    // SAFETY: a fresh private anonymous mapping through the wrapper, so it is managed.
-    let base = unsafe {
-        hooks::mmap(
+    // The reservation is plain memory while mimalloc sets its arenas up, and managed only
+    // after: mimalloc's meta-data at the start of each arena (some 80 bitmap pages touched)
+    // then faults in as ordinary memory instead of taking the pager's fault path, which filled
+    // 16 pages around each (2.5 MiB and 42 signals per process, most of a short-lived
+    // program's start-up under `uzswap run`). Those pages stay outside the budget, part of the
+    // fixed overhead (docs/pager.md).
+    // SAFETY: a fresh private anonymous mapping that nothing else knows of.
+    let base = match unsafe {
+        sys::raw_mmap(
             0,
             size,
             libc::PROT_READ | libc::PROT_WRITE,
@@ -330,11 +336,16 @@ fn setup_heap() {
             -1,
             0,
         )
+    } {
+        Ok(a) => a,
+        Err(_) => {
+            sys::raw_stderr(b"uzswap: cannot reserve the heap arena; malloc stays unmanaged\n");
+            return;
+        }
     };
-    if base == usize::MAX {
-        sys::raw_stderr(b"uzswap: cannot reserve the heap arena; malloc stays unmanaged\n");
-        return;
-    }
+    // Base pages only, as managed memory has them (a huge page would bypass the pager).
+    // SAFETY: advice on the mapping just made.
+    let _ = unsafe { sys::raw_madvise(base, size, libc::MADV_NOHUGEPAGE) };
     // SAFETY: mimalloc takes the range as an arena it owns from now on (committed, zeroed).
     unsafe {
         mi_option_set(17, 1); // mi_option_disallow_os_alloc: heap memory only from the arena
@@ -357,6 +368,11 @@ fn setup_heap() {
                 break;
             }
             off += len;
+        }
+    }
+    if let Some(p) = uzswap_pager::pager() {
+        if !p.manage(base, size) {
+            sys::raw_stderr(b"uzswap: cannot register the heap arena; its memory is not paged\n");
         }
     }
     HEAP_LO.store(base, Relaxed);
