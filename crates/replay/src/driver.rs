@@ -206,7 +206,7 @@ impl ReplayFront {
     fn charge_time(&mut self, t: u64) {
         // Every call into the cache comes through here: its per-cgroup sizes may have moved.
         self.zs_gen += 1;
-        let d = ticks::now().wrapping_sub(t);
+        let d = ticks::now().saturating_sub(t);
         self.cache_ticks += d;
         self.pc[self.cur as usize].cache_ticks += d;
     }
@@ -282,7 +282,7 @@ impl Front for ReplayFront {
                         format!("page {} (slot {slot}) read back different bytes", page.0)
                     });
                 }
-                self.verify_ticks += ticks::now().wrapping_sub(t);
+                self.verify_ticks += ticks::now().saturating_sub(t);
             }
         }
         self.buf = buf;
@@ -1242,7 +1242,7 @@ impl Replay {
         self.f.run_queued_worker();
         let elapsed = self.started.elapsed().as_secs_f64();
         // Nanoseconds per tick over the whole replay.
-        let ticks = ticks::now().wrapping_sub(self.started_ticks).max(1);
+        let ticks = ticks::now().saturating_sub(self.started_ticks).max(1);
         let ns_per_tick = elapsed * 1e9 / ticks as f64;
         if self.opts.timeline_every > 0 {
             self.sample();
@@ -1306,7 +1306,8 @@ fn pc_view(p: &PerCg) -> crate::report::FrontCounts {
 /// The clock that times the calls into the cache: ticks of the CPU's time-stamp counter on
 /// x86-64 (invariant on this machine, its kernel's clocksource), cheaper to read than
 /// `Instant::now` through the vDSO (about 25 ns here), twice per call into the cache; converted to nanoseconds with the rate measured over the whole replay
-/// (`Replay::report`). Elsewhere, nanoseconds since the first reading.
+/// (`Replay::report`). Elsewhere, nanoseconds since the first reading. Differences saturate at
+/// zero: a thread that moved to a CPU whose counter lags counts nothing rather than 2^64.
 mod ticks {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
