@@ -711,3 +711,53 @@ fn a_short_lived_program_starts_with_few_faults_and_little_memory() {
     let rss = r["peak_rss_bytes"].as_u64().unwrap();
     assert!(rss <= 8 << 20, "peak RSS {rss} for /bin/true: {r}");
 }
+
+/// An image that execs through glibc's `execl` (which calls the internal `__execve`, out of the
+/// preload library's reach) leaves its charge behind: the next image of the process takes it
+/// off the tree's totals, so the new program is not squeezed by memory that is gone.
+#[test]
+fn an_exec_the_wrapper_does_not_see_gives_its_charge_back() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile(
+        "execl_self",
+        r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static int fill_and_check(unsigned char seed, size_t mib) {
+    size_t n = mib << 20;
+    unsigned char *p = malloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * seed + (i >> 12));
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (unsigned char)(i * seed + (i >> 12))) return 1;
+    return 0;
+}
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        int bad = fill_and_check(5, 12);
+        printf("second image %s\n", bad ? "MISMATCH" : "ok");
+        return bad;
+    }
+    int bad = fill_and_check(3, 24);
+    printf("first image %s\n", bad ? "MISMATCH" : "ok");
+    fflush(stdout);
+    execl("/proc/self/exe", "execl_self", "again", (char *)NULL);
+    perror("execl");
+    return 1;
+}
+"#,
+        &[],
+    );
+    let r = same_output("16M", &[exe.to_str().unwrap()]);
+    assert_eq!(r["pager"]["execs_unwrapped"].as_u64(), Some(1), "{r}");
+    // The first image (24 MiB under 16M) evicts about 8700 pages; the second (12 MiB) fits,
+    // unless the first image's 16 MiB were still charged: then it evicted as many again.
+    let ev = r["pager"]["evictions"].as_u64().unwrap();
+    assert!(
+        ev < 12000,
+        "{ev} evictions: the second image was squeezed: {r}"
+    );
+}

@@ -512,7 +512,7 @@ impl Pager {
                 }
                 r.note_filled(0, n - 1);
                 self.resident.fetch_add(n as i64, Relaxed);
-                self.seg.resident_pages.fetch_add(n as i64, Relaxed);
+                self.charge(n as i64);
             }
         }
     }
@@ -522,7 +522,18 @@ impl Pager {
     /// one that faulted it in; see `after_fork_child`).
     fn uncharge(&self, n: i64, inh: i64) {
         self.inherited.fetch_sub(inh, Relaxed);
-        self.seg.resident_pages.fetch_sub(n - inh, Relaxed);
+        self.charge(inh - n);
+    }
+
+    /// Adds `n` pages (negative: takes them off) to the tree's resident total and to this
+    /// process's slot, which thus always holds what this image has charged: if the image ends
+    /// without retiring (killed, or an exec the wrapper did not see), whoever finds the slot
+    /// takes exactly that off the total.
+    fn charge(&self, n: i64) {
+        self.seg.resident_pages.fetch_add(n, Relaxed);
+        if let Some(p) = self.seg.procs.get(self.proc_slot.load(Relaxed)) {
+            p.charged.fetch_add(n, Relaxed);
+        }
     }
 
     /// The swap file new evictions of this process go to.
@@ -681,7 +692,7 @@ impl Pager {
         }
         r.note_filled(i, i + n - 1);
         self.resident.fetch_add(n as i64, Relaxed);
-        self.seg.resident_pages.fetch_add(n as i64, Relaxed);
+        self.charge(n as i64);
         self.seg.faults_zero.fetch_add(1, Relaxed);
         self.seg.fault_around_pages.fetch_add(n as u64 - 1, Relaxed);
         true
@@ -754,7 +765,7 @@ impl Pager {
         }
         r.note_filled(i, i);
         self.resident.fetch_add(1, Relaxed);
-        self.seg.resident_pages.fetch_add(1, Relaxed);
+        self.charge(1);
         if self.cfg.readahead > 0 && i > 0 {
             let p = r.state(i - 1).load(Relaxed);
             if region::kind(p) == RESIDENT && p & SWPIN != 0 {
@@ -811,7 +822,7 @@ impl Pager {
         }
         if n > 0 {
             self.resident.fetch_add(n as i64, Relaxed);
-            self.seg.resident_pages.fetch_add(n as i64, Relaxed);
+            self.charge(n as i64);
             self.seg.readahead_pages.fetch_add(n as u64, Relaxed);
         }
     }
@@ -880,6 +891,8 @@ impl Pager {
     /// Claims this process's slot in the segment's process table.
     pub fn join_tree(&self) {
         let me = self.pid.load(Relaxed);
+        // An earlier image of this process that exec'd without retiring left its charge.
+        self.seg.retire_stale(me);
         let slot = self.seg.claim_slot(me).unwrap_or(usize::MAX);
         self.proc_slot.store(slot, Relaxed);
         self.publish_charge();
@@ -910,6 +923,9 @@ impl Pager {
         let old = self.pool_published.swap(p, Relaxed);
         if p != old {
             self.seg.pool_pages.fetch_add(p - old, Relaxed);
+            if let Some(s) = self.seg.procs.get(self.proc_slot.load(Relaxed)) {
+                s.pool.store(p, Relaxed);
+            }
         }
     }
 
@@ -1443,6 +1459,9 @@ impl Pager {
     /// before. Single-threaded here (the child of fork has one thread).
     pub fn after_fork_child(&self) -> Result<(), String> {
         let _g = InPager::enter();
+        // The slot index copied from the parent is the parent's slot (shared memory): nothing
+        // of the child may charge it.
+        self.proc_slot.store(usize::MAX, Relaxed);
         let new = Uffd::new().map_err(|(w, e)| format!("{w}: errno {e}"))?;
         let old = self.uffd.swap(Box::into_raw(Box::new(new)), AcqRel);
         // SAFETY: `old` came from Box::into_raw; the child is single-threaded, so no other

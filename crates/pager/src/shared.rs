@@ -74,6 +74,9 @@ pub struct Segment {
     pub pinned_calls: AtomicU64,
     pub over_budget: AtomicU64,
     pub unmanageable: AtomicU64,
+    /// Program images that exec'd without the `execve` wrapper (`execl`, a raw system call):
+    /// the next image found their charge still in the tree and took it off.
+    pub execs_unwrapped: AtomicU64,
     /// Pages written to the trace recording's page file.
     pub trace_pages: AtomicU64,
     /// Bumped (and futex-woken) when a process is over the tree's budget with nothing left to
@@ -185,6 +188,29 @@ impl Segment {
         self.procs
             .iter()
             .position(|p| p.pid.compare_exchange(0, pid, Relaxed, Relaxed).is_ok())
+    }
+
+    /// Takes this pid's earlier images off the totals (their last published charge): a slot
+    /// that holds `pid` when its process starts the pager belongs to an image that exec'd
+    /// without retiring (glibc's `execl` family and `posix_spawn` call the internal
+    /// `__execve`, which the preload library can't wrap). Returns how many there were.
+    pub fn retire_stale(&self, pid: i32) -> u64 {
+        let mut n = 0;
+        for p in &self.procs {
+            if p.pid.load(Relaxed) == pid
+                && p.pid.compare_exchange(pid, 0, Relaxed, Relaxed).is_ok()
+            {
+                self.resident_pages
+                    .fetch_sub(p.charged.swap(0, Relaxed), Relaxed);
+                self.pool_pages.fetch_sub(p.pool.swap(0, Relaxed), Relaxed);
+                self.processes.fetch_sub(1, Relaxed);
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.execs_unwrapped.fetch_add(n, Relaxed);
+        }
+        n
     }
 
     /// Takes processes that died without retiring off the totals (their last published charge).

@@ -465,6 +465,7 @@ fn build_report(
             "zero_fault_around_pages": l(&seg.fault_around_pages),
             "pinned_syscalls": l(&seg.pinned_calls),
             "unmanageable_mappings": l(&seg.unmanageable),
+            "execs_unwrapped": l(&seg.execs_unwrapped),
         },
     })
 }
