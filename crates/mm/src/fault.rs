@@ -25,25 +25,43 @@ impl Mm {
             return Ok(self.swapcache_hit(id, write, front));
         }
         if p.slot == 0 {
-            if !write {
-                self.pages.set(id, f::ZERO_MAPPED | f::YOUNG);
-                return Ok(Fault::ZeroMap);
-            }
-            self.try_charge(cg, 1, front)?;
-            let mut pg = self.pages.get_mut(id);
-            pg.clear(f::ZERO_MAPPED);
-            pg.set(f::PRESENT | f::MAPPED | f::YOUNG | f::DIRTY);
-            self.st.resident_pages += 1;
-            // A new anon folio starts on the inactive list ("mm: workingset: detect anon
-            // refaults" and "mm/vmscan: make active/inactive ratio as 1:1 for anon lru", 5.9).
-            self.lru_add(id, false, false);
-            return Ok(Fault::Anon);
+            return self.anon_fault(id, cg, write, front);
         }
         self.st.pgmajfault += 1;
         self.cgs[cg as usize].ev.pgmajfault += 1;
         let how = self.swapin(id, p.slot, front)?;
         self.map_swapped_in(id, write, front);
         Ok(Fault::Major(how))
+    }
+
+    /// `do_anonymous_page` for page `id` of `cg`, which has no data anywhere (never written,
+    /// or zero-mapped): the zero page on a read, a new charged page on a write.
+    #[inline]
+    pub(crate) fn anon_fault<F: Front>(
+        &mut self,
+        id: u32,
+        cg: u16,
+        write: bool,
+        front: &mut F,
+    ) -> Result<Fault, Error> {
+        if !write {
+            self.pages.set(id, f::ZERO_MAPPED | f::YOUNG);
+            return Ok(Fault::ZeroMap);
+        }
+        self.try_charge(cg, 1, front)?;
+        let mut pg = self.pages.get_mut(id);
+        pg.clear(f::ZERO_MAPPED);
+        pg.set(f::PRESENT | f::MAPPED | f::YOUNG | f::DIRTY);
+        self.st.resident_pages += 1;
+        // A new anon folio starts on the inactive list ("mm: workingset: detect anon
+        // refaults" and "mm/vmscan: make active/inactive ratio as 1:1 for anon lru", 5.9).
+        // (`lru_add` without its lookups: the cgroup is known, and a page with no data is on
+        // no list and not active.)
+        self.cgs[cg as usize]
+            .inactive
+            .push_head(&mut self.pages, id);
+        self.sub_lru(cg, false, 1);
+        Ok(Fault::Anon)
     }
 
     /// A fault on a page whose folio is still in the swap cache (readahead, or a page reclaim

@@ -512,33 +512,18 @@ impl Mm {
         write: bool,
         front: &mut F,
     ) -> Result<Fault, Error> {
-        // The same steps as `new_page_at` then `fault` of a never-present page, without
-        // their general checks: a first touch is most faults of a workload of short-lived
-        // processes.
+        // `new_page_at` then `fault`, without the general path's checks of a page that has
+        // never been present: a first touch is most faults of short-lived processes.
         self.cg(cg)?;
         if self.is_live(page) {
             return Err(Error::LivePage(page.0));
         }
-        let (id, c) = (page.0, cg.0);
-        self.pages.alloc_at(id, c);
+        self.pages.alloc_at(page.0, cg.0);
         self.st.pages += 1;
         self.st.pgfault += 1;
-        self.cgs[c as usize].ev.pgfault += 1;
-        if !write {
-            self.pages.set(id, f::ZERO_MAPPED | f::YOUNG);
-            return Ok(Fault::ZeroMap);
-        }
-        if let Err(e) = self.try_charge(c, 1, front) {
-            return self.front_error(Err(e));
-        }
-        self.pages
-            .set(id, f::PRESENT | f::MAPPED | f::YOUNG | f::DIRTY);
-        self.st.resident_pages += 1;
-        // A new anon folio starts on the inactive list (see `fault`).
-        self.cgs[c as usize].inactive.push_head(&mut self.pages, id);
-        self.sub_lru(c, false, 1);
-        // A front failure met by the charge's reclaim is reported, the page mapped anyway.
-        self.front_error(Ok(Fault::Anon))
+        self.cgs[cg.0 as usize].ev.pgfault += 1;
+        let r = self.anon_fault(page.0, cg.0, write, front);
+        self.front_error(r)
     }
 
     /// Make the records of page identities below `n` (not live; a front that places them
@@ -673,22 +658,7 @@ impl Mm {
     /// Unmap a page and forget it: its memory is uncharged, its slot (and the cache's copy)
     /// freed. The identity may be reused by `new_page`.
     pub fn free_page<F: Front>(&mut self, page: PageId, front: &mut F) {
-        let id = page.0;
-        let p = self.pages.get(id);
-        if !p.has(f::LIVE) {
-            return;
-        }
-        if p.has(f::PRESENT) {
-            self.lru_del(id);
-            self.uncharge(p.cg, 1);
-            self.st.resident_pages -= 1;
-            front.release(page);
-        }
-        if p.slot != 0 {
-            self.free_slot(id, front);
-        }
-        self.pages.release(page);
-        self.st.pages -= 1;
+        self.free_pages(&[page.0], front);
     }
 
     /// `free_page` of each of `pages` in order (the front sees the same calls in the same

@@ -197,13 +197,7 @@ impl Segment {
     pub fn retire_stale(&self, pid: i32) -> u64 {
         let mut n = 0;
         for p in &self.procs {
-            if p.pid.load(Relaxed) == pid
-                && p.pid.compare_exchange(pid, 0, Relaxed, Relaxed).is_ok()
-            {
-                self.resident_pages
-                    .fetch_sub(p.charged.swap(0, Relaxed), Relaxed);
-                self.pool_pages.fetch_sub(p.pool.swap(0, Relaxed), Relaxed);
-                self.processes.fetch_sub(1, Relaxed);
+            if p.pid.load(Relaxed) == pid && self.take_off(p, pid) {
                 n += 1;
             }
         }
@@ -213,7 +207,7 @@ impl Segment {
         n
     }
 
-    /// Takes processes that died without retiring off the totals (their last published charge).
+    /// Takes processes that died without retiring off the totals (the charge in their slot).
     pub fn collect_dead(&self, me: i32) {
         for p in &self.procs {
             let pid = p.pid.load(Relaxed);
@@ -222,13 +216,23 @@ impl Segment {
             }
             // SAFETY: signal 0 only checks that the process exists.
             let gone = unsafe { libc::kill(pid, 0) } != 0 && crate::sys::errno() == libc::ESRCH;
-            if gone && p.pid.compare_exchange(pid, 0, Relaxed, Relaxed).is_ok() {
-                self.resident_pages
-                    .fetch_sub(p.charged.swap(0, Relaxed), Relaxed);
-                self.pool_pages.fetch_sub(p.pool.swap(0, Relaxed), Relaxed);
-                self.processes.fetch_sub(1, Relaxed);
+            if gone {
+                self.take_off(p, pid);
             }
         }
+    }
+
+    /// Frees slot `p` if it still holds `pid`, taking its charge off the totals. False if
+    /// another thread or process got there first.
+    fn take_off(&self, p: &ProcSlot, pid: i32) -> bool {
+        if p.pid.compare_exchange(pid, 0, Relaxed, Relaxed).is_err() {
+            return false;
+        }
+        self.resident_pages
+            .fetch_sub(p.charged.swap(0, Relaxed), Relaxed);
+        self.pool_pages.fetch_sub(p.pool.swap(0, Relaxed), Relaxed);
+        self.processes.fetch_sub(1, Relaxed);
+        true
     }
 
     pub fn note_peak(&self) {
