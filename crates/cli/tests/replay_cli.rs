@@ -24,7 +24,11 @@ fn corpus() -> PathBuf {
     if !p.exists() {
         let exe = std::fs::read(env!("CARGO_BIN_EXE_uzswap")).unwrap();
         let n = (exe.len() / 4096).min(2048) * 4096;
-        std::fs::write(&p, &exe[..n]).unwrap();
+        // Written aside and renamed into place: tests run in parallel, and another one must
+        // never find the file half written (it once read it empty).
+        let part = tmp(&format!("corpus.pages.{:?}", std::thread::current().id()));
+        std::fs::write(&part, &exe[..n]).unwrap();
+        std::fs::rename(&part, &p).unwrap();
     }
     p
 }
