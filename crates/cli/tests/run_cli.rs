@@ -761,3 +761,88 @@ int main(int argc, char **argv) {
         "{ev} evictions: the second image was squeezed: {r}"
     );
 }
+
+const FUTEX_WAITS: &str = r#"
+#include <errno.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#define PAIRS 512
+#define T 4
+struct pair { pthread_mutex_t m; pthread_cond_t c; sem_t s; int word; };
+static struct pair *pair[PAIRS];
+static unsigned char *hog;
+static const size_t hogn = 24u << 20;
+static int bad;
+static void push_out(void) { for (size_t i = 0; i < hogn; i += 4096) hog[i]++; }
+static void *work(void *arg) {
+    unsigned x = (unsigned)(long)arg * 2654435761u + 1;
+    struct timespec past = {0, 0};
+    for (int k = 0; k < 3000; k++) {
+        x = x * 1103515245u + 12345u;
+        struct pair *p = pair[(x >> 8) % PAIRS];
+        /* an expired timeout still makes the futex system call, which reads the word */
+        pthread_mutex_lock(&p->m);
+        int r = pthread_cond_timedwait(&p->c, &p->m, &past);
+        if (r != ETIMEDOUT && r != 0) __atomic_store_n(&bad, 1, __ATOMIC_SEQ_CST);
+        p->word++;
+        pthread_mutex_unlock(&p->m);
+        if (sem_timedwait(&p->s, &past) == 0) sem_post(&p->s);
+        else if (errno != ETIMEDOUT) __atomic_store_n(&bad, 2, __ATOMIC_SEQ_CST);
+        if ((k & 255) == 0) push_out();
+    }
+    return 0;
+}
+int main(void) {
+    for (int i = 0; i < PAIRS; i++) {
+        /* one page each, so that eviction takes them one by one */
+        if (posix_memalign((void **)&pair[i], 4096, 4096)) return 9;
+        memset(pair[i], 0, 4096);
+        pthread_mutex_init(&pair[i]->m, 0);
+        pthread_cond_init(&pair[i]->c, 0);
+        sem_init(&pair[i]->s, 0, 1);
+    }
+    hog = malloc(hogn);
+    memset(hog, 1, hogn);
+    pthread_t th[T];
+    for (long t = 0; t < T; t++) pthread_create(&th[t], 0, work, (void *)t);
+    for (int t = 0; t < T; t++) pthread_join(th[t], 0);
+    /* A futex wait straight on words paged out since their last touch (as a runtime that
+       calls syscall(SYS_futex) may do): the kernel reads each word itself. */
+    push_out();
+    push_out();
+    long words = 0, efault = 0;
+    for (int i = 0; i < PAIRS; i++) {
+        struct timespec zero = {0, 0};
+        long r = syscall(SYS_futex, &pair[i]->word, FUTEX_WAIT_PRIVATE, -1, &zero, 0, 0);
+        if (r == -1 && errno == EFAULT) efault++;
+        else if (!(r == -1 && (errno == EAGAIN || errno == ETIMEDOUT))) __atomic_store_n(&bad, 3, __ATOMIC_SEQ_CST);
+        words += pair[i]->word;
+    }
+    printf("bad=%d efault=%ld words=%ld\n", bad, efault, words);
+    return bad || efault;
+}
+"#;
+
+#[test]
+fn futex_waits_on_paged_out_words_never_fail() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("futex_waits", FUTEX_WAITS, &[]);
+    let r = same_output("4M", &[exe.to_str().unwrap()]);
+    let p = &r["pager"];
+    assert!(p["evictions"].as_u64().unwrap() > 5000, "{r}");
+    // Every wait pinned its words: the condition variable waits and the semaphore waits of
+    // four threads (3000 each) and the 512 direct futex waits.
+    assert!(
+        p["pinned_futex_waits"].as_u64().unwrap() >= 4 * 3000 + 512,
+        "{r}"
+    );
+}

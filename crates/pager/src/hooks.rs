@@ -50,6 +50,11 @@ impl Pinned {
         }
     }
 
+    /// Whether anything was pinned.
+    pub fn any(&self) -> bool {
+        self.n > 0 || !self.extra.is_empty()
+    }
+
     /// Pins every buffer of an iovec array (and the array itself).
     ///
     /// # Safety
@@ -128,6 +133,22 @@ impl Drop for Pinned {
                 p.unpin_range(a, l);
             }
         }
+    }
+}
+
+/// Whether `[addr, addr+len)` may touch managed memory (false before the pager is set up): a
+/// few plain loads, for wrappers on hot paths. No thread-local lookup (a general-dynamic TLS
+/// access in this shared object costs as much as an uncontended lock); `Pinned::add` makes
+/// that check on the slow path.
+#[inline]
+pub fn maybe_managed(addr: usize, len: usize) -> bool {
+    crate::pager().is_some_and(|p| p.maybe_managed(addr, len))
+}
+
+/// Counts a futex wait whose words were pinned (`pinned_futex_waits` in the report).
+pub fn count_pinned_wait() {
+    if let Some(p) = crate::pager() {
+        p.seg.pinned_waits.fetch_add(1, Relaxed);
     }
 }
 

@@ -72,6 +72,9 @@ pub struct Segment {
     /// Pages brought back by swap readahead.
     pub readahead_pages: AtomicU64,
     pub pinned_calls: AtomicU64,
+    /// Futex waits (condition variables, contended locks, semaphores, `syscall(SYS_futex)`)
+    /// whose words were pinned for the call.
+    pub pinned_waits: AtomicU64,
     pub over_budget: AtomicU64,
     pub unmanageable: AtomicU64,
     /// Program images that exec'd without the `execve` wrapper (`execl`, a raw system call):

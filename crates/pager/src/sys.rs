@@ -256,12 +256,20 @@ impl NextSym {
         }
     }
 
-    /// The address of the next definition (null if there is none).
+    /// The address of the next definition (null if there is none). Inlined: the wrappers of
+    /// uncontended locks call it on every lock.
+    #[inline]
     pub fn get(&self) -> *mut libc::c_void {
         let p = self.ptr.load(Ordering::Acquire);
         if !p.is_null() {
             return p;
         }
+        self.resolve()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn resolve(&self) -> *mut libc::c_void {
         // SAFETY: dlsym with a NUL-terminated name; RTLD_NEXT searches after this object.
         let p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr()) };
         self.ptr.store(p, Ordering::Release);

@@ -732,6 +732,244 @@ io_wrap!(epoll_wait(e: c_int, ev: *mut libc::epoll_event, n: c_int, t: c_int) ->
     |p| { p.add(ev.cast(), n.max(0) as usize * std::mem::size_of::<libc::epoll_event>()) });
 io_wrap!(getrandom(b: *mut c_void, n: usize, fl: u32) -> isize; |p| { p.add(b, n) });
 
+// ---------------------------------------------------------------- futex waits
+
+// A blocking wait ends in a futex system call, and the kernel reads the futex word (and the
+// timeout) itself: an evicted word is EFAULT in SIGBUS mode, on which glibc aborts ("The
+// futex facility returned an unexpected error code"). The word is resident when the caller's
+// user-mode check reads it, but another thread may evict it before the system call does. So
+// the blocking entry points pin their lock objects and timeout for the call (a page or two per
+// sleeping thread; the pages are hot anyway). Waking needs no pin: FUTEX_WAKE of a private
+// futex never reads the word. `pthread_mutex_lock` and the rwlock and C11 locks take the
+// uncontended path unpinned (a try first, which succeeds or fails exactly as the lock would
+// except for "busy"), so only a lock that will sleep pays for the pin.
+
+const COND: usize = std::mem::size_of::<libc::pthread_cond_t>();
+const MUTEX: usize = std::mem::size_of::<libc::pthread_mutex_t>();
+const RWLOCK: usize = std::mem::size_of::<libc::pthread_rwlock_t>();
+const SEM: usize = std::mem::size_of::<libc::sem_t>();
+const TIMESPEC: usize = std::mem::size_of::<libc::timespec>();
+/// `thrd_busy` of glibc's <threads.h>.
+const THRD_BUSY: c_int = 1;
+
+/// Pins `objs` (address, length) for a futex wait and counts the wait if anything was pinned.
+fn pin_wait(objs: &[(*const c_void, usize)]) -> Pinned {
+    let mut p = Pinned::none();
+    for &(a, l) in objs {
+        p.add(a, l);
+    }
+    if p.any() {
+        hooks::count_pinned_wait();
+    }
+    p
+}
+
+macro_rules! wait_wrap {
+    ($name:ident ($($a:ident: $t:ty),*) -> $r:ty; [$(($pa:expr, $pl:expr)),*]) => {
+        /// Pins its futex words and timeout for the call (see "futex waits" above).
+        ///
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t),*) -> $r {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) });
+            let _pins = pin_wait(&[$(($pa as *const c_void, $pl)),*]);
+            // SAFETY: the libc function of the same name and signature.
+            unsafe {
+                let f: unsafe extern "C" fn($($t),*) -> $r = std::mem::transmute(S.get());
+                f($($a),*)
+            }
+        }
+    };
+}
+
+type Cond = *mut libc::pthread_cond_t;
+type Mutex = *mut libc::pthread_mutex_t;
+type RwLock = *mut libc::pthread_rwlock_t;
+type Ts = *const libc::timespec;
+
+wait_wrap!(pthread_cond_wait(c: Cond, m: Mutex) -> c_int; [(c, COND), (m, MUTEX)]);
+wait_wrap!(pthread_cond_timedwait(c: Cond, m: Mutex, t: Ts) -> c_int;
+    [(c, COND), (m, MUTEX), (t, TIMESPEC)]);
+wait_wrap!(pthread_cond_clockwait(c: Cond, m: Mutex, k: libc::clockid_t, t: Ts) -> c_int;
+    [(c, COND), (m, MUTEX), (t, TIMESPEC)]);
+wait_wrap!(pthread_mutex_timedlock(m: Mutex, t: Ts) -> c_int; [(m, MUTEX), (t, TIMESPEC)]);
+wait_wrap!(pthread_mutex_clocklock(m: Mutex, k: libc::clockid_t, t: Ts) -> c_int;
+    [(m, MUTEX), (t, TIMESPEC)]);
+wait_wrap!(pthread_rwlock_timedrdlock(l: RwLock, t: Ts) -> c_int; [(l, RWLOCK), (t, TIMESPEC)]);
+wait_wrap!(pthread_rwlock_timedwrlock(l: RwLock, t: Ts) -> c_int; [(l, RWLOCK), (t, TIMESPEC)]);
+wait_wrap!(pthread_rwlock_clockrdlock(l: RwLock, k: libc::clockid_t, t: Ts) -> c_int;
+    [(l, RWLOCK), (t, TIMESPEC)]);
+wait_wrap!(pthread_rwlock_clockwrlock(l: RwLock, k: libc::clockid_t, t: Ts) -> c_int;
+    [(l, RWLOCK), (t, TIMESPEC)]);
+wait_wrap!(pthread_barrier_wait(b: *mut libc::pthread_barrier_t) -> c_int;
+    [(b, std::mem::size_of::<libc::pthread_barrier_t>())]);
+wait_wrap!(pthread_once(o: *mut libc::pthread_once_t, f: Option<unsafe extern "C" fn()>) -> c_int;
+    [(o, std::mem::size_of::<libc::pthread_once_t>())]);
+wait_wrap!(sem_wait(s: *mut libc::sem_t) -> c_int; [(s, SEM)]);
+wait_wrap!(sem_timedwait(s: *mut libc::sem_t, t: Ts) -> c_int; [(s, SEM), (t, TIMESPEC)]);
+wait_wrap!(sem_clockwait(s: *mut libc::sem_t, k: libc::clockid_t, t: Ts) -> c_int;
+    [(s, SEM), (t, TIMESPEC)]);
+// C11 threads: glibc's cnd_t and mtx_t are its pthread_cond_t and pthread_mutex_t.
+wait_wrap!(cnd_wait(c: Cond, m: Mutex) -> c_int; [(c, COND), (m, MUTEX)]);
+wait_wrap!(cnd_timedwait(c: Cond, m: Mutex, t: Ts) -> c_int; [(c, COND), (m, MUTEX), (t, TIMESPEC)]);
+wait_wrap!(mtx_timedlock(m: Mutex, t: Ts) -> c_int; [(m, MUTEX), (t, TIMESPEC)]);
+
+macro_rules! lock_wrap {
+    ($name:ident, $try:ident, $t:ty, $size:expr, $busy:expr) => {
+        /// Takes the lock unpinned if it is free; pins it before a wait (see "futex waits").
+        ///
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(l: $t) -> c_int {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe {
+                    std::ffi::CStr::from_bytes_with_nul_unchecked(
+                        concat!(stringify!($name), "\0").as_bytes(),
+                    )
+                },
+            );
+            static T: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe {
+                    std::ffi::CStr::from_bytes_with_nul_unchecked(
+                        concat!(stringify!($try), "\0").as_bytes(),
+                    )
+                },
+            );
+            type Lock = unsafe extern "C" fn($t) -> c_int;
+            // SAFETY: the libc function of this name and signature.
+            let f = unsafe { std::mem::transmute::<*mut c_void, Lock>(S.get()) };
+            if hooks::maybe_managed(l as usize, $size) {
+                // SAFETY: as above.
+                let t = unsafe { std::mem::transmute::<*mut c_void, Lock>(T.get()) };
+                // SAFETY: the caller's lock, as the lock function takes it.
+                let r = unsafe { t(l) };
+                if r != $busy {
+                    return r;
+                }
+                let _pins = pin_wait(&[(l as *const c_void, $size)]);
+                // SAFETY: forwarded.
+                return unsafe { f(l) };
+            }
+            // SAFETY: forwarded.
+            unsafe { f(l) }
+        }
+    };
+}
+
+lock_wrap!(
+    pthread_mutex_lock,
+    pthread_mutex_trylock,
+    Mutex,
+    MUTEX,
+    libc::EBUSY
+);
+lock_wrap!(
+    pthread_rwlock_rdlock,
+    pthread_rwlock_tryrdlock,
+    RwLock,
+    RWLOCK,
+    libc::EBUSY
+);
+lock_wrap!(
+    pthread_rwlock_wrlock,
+    pthread_rwlock_trywrlock,
+    RwLock,
+    RWLOCK,
+    libc::EBUSY
+);
+lock_wrap!(mtx_lock, mtx_trylock, Mutex, MUTEX, THRD_BUSY);
+
+/// `syscall(2)`, for the futex operations whose kernel side reads or writes user memory (the
+/// wait operations, the PI and requeue operations, `FUTEX_WAKE_OP`, every operation on a
+/// shared futex, and `futex_waitv`): Rust's std and other runtimes call it directly. Declared
+/// with six arguments after the number: on x86-64 a variadic call passes them in the same
+/// registers and stack slot, and an unused one is forwarded unread by the kernel.
+///
+/// # Safety
+/// As `syscall(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn syscall(
+    nr: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a3: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+    a6: libc::c_long,
+) -> libc::c_long {
+    static S: NextSym = NextSym::new(c"syscall");
+    let _pins = if nr == libc::SYS_futex || nr == libc::SYS_futex_waitv {
+        // SAFETY: the futex system call's arguments, as the kernel reads them.
+        unsafe { pin_futex_args(nr, a1, a2, a4, a5) }
+    } else {
+        Pinned::none()
+    };
+    // SAFETY: libc's variadic `syscall`, given every argument register.
+    unsafe {
+        let f: unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long =
+            std::mem::transmute(S.get());
+        f(nr, a1, a2, a3, a4, a5, a6)
+    }
+}
+
+/// The pins for one `futex(uaddr, op, val, timeout|val2, uaddr2, val3)` or
+/// `futex_waitv(waiters, nr, flags, timeout, clock)` call.
+///
+/// # Safety
+/// The arguments of such a call (pointers the kernel would read, or values it ignores).
+unsafe fn pin_futex_args(
+    nr: libc::c_long,
+    a1: libc::c_long,
+    a2: libc::c_long,
+    a4: libc::c_long,
+    a5: libc::c_long,
+) -> Pinned {
+    const WORD: usize = 4;
+    if nr == libc::SYS_futex_waitv {
+        // struct futex_waitv { u64 val; u64 uaddr; u32 flags; u32 reserved; }
+        let (w, n) = (a1 as *const [u64; 3], a2.clamp(0, 128) as usize);
+        if w.is_null() || n == 0 {
+            return Pinned::none();
+        }
+        let mut p = pin_wait(&[(w.cast(), n * 24), (a4 as *const c_void, TIMESPEC)]);
+        for k in 0..n {
+            // SAFETY: the caller's array of `n` waiters (resident now if it is managed).
+            let uaddr = unsafe { (*w.add(k))[1] } as usize;
+            p.add(uaddr as *const c_void, WORD);
+        }
+        return p;
+    }
+    let op = (a2 as c_int) & libc::FUTEX_CMD_MASK;
+    let private = (a2 as c_int) & libc::FUTEX_PRIVATE_FLAG != 0;
+    let uaddr = a1 as *const c_void;
+    let uaddr2 = a5 as *const c_void;
+    match op {
+        // Timeout in the fourth argument.
+        libc::FUTEX_WAIT | libc::FUTEX_WAIT_BITSET | libc::FUTEX_LOCK_PI | libc::FUTEX_LOCK_PI2 => {
+            pin_wait(&[(uaddr, WORD), (a4 as *const c_void, TIMESPEC)])
+        }
+        libc::FUTEX_WAIT_REQUEUE_PI => pin_wait(&[
+            (uaddr, WORD),
+            (a4 as *const c_void, TIMESPEC),
+            (uaddr2, WORD),
+        ]),
+        libc::FUTEX_TRYLOCK_PI | libc::FUTEX_UNLOCK_PI | libc::FUTEX_CMP_REQUEUE => {
+            pin_wait(&[(uaddr, WORD)])
+        }
+        libc::FUTEX_CMP_REQUEUE_PI => pin_wait(&[(uaddr, WORD), (uaddr2, WORD)]),
+        libc::FUTEX_WAKE_OP => pin_wait(&[(uaddr, WORD), (uaddr2, WORD)]),
+        // A shared futex's key is found through the page itself.
+        _ if !private => pin_wait(&[(uaddr, WORD), (uaddr2, WORD)]),
+        _ => Pinned::none(),
+    }
+}
+
 /// Buffers above this size are read and written in pieces of it (regular files only, where a
 /// loop of calls returns what one call would): a pinned buffer is resident for the whole call,
 /// and a 1 GiB `read` must not pin 1 GiB over the budget.

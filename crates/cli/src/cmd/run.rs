@@ -464,6 +464,7 @@ fn build_report(
             "readahead_pages": l(&seg.readahead_pages),
             "zero_fault_around_pages": l(&seg.fault_around_pages),
             "pinned_syscalls": l(&seg.pinned_calls),
+            "pinned_futex_waits": l(&seg.pinned_waits),
             "unmanageable_mappings": l(&seg.unmanageable),
             "execs_unwrapped": l(&seg.execs_unwrapped),
         },
