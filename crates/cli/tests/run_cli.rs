@@ -712,8 +712,8 @@ fn a_short_lived_program_starts_with_few_faults_and_little_memory() {
     assert!(rss <= 8 << 20, "peak RSS {rss} for /bin/true: {r}");
 }
 
-/// An image that execs through glibc's `execl` (which calls the internal `__execve`, out of the
-/// preload library's reach) leaves its charge behind: the next image of the process takes it
+/// An image that execs through a raw system call (out of the preload library's reach; glibc's
+/// `execl` family was such a path until it was wrapped) leaves its charge behind: the next image of the process takes it
 /// off the tree's totals, so the new program is not squeezed by memory that is gone.
 #[test]
 fn an_exec_the_wrapper_does_not_see_gives_its_charge_back() {
@@ -726,7 +726,9 @@ fn an_exec_the_wrapper_does_not_see_gives_its_charge_back() {
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+extern char **environ;
 static int fill_and_check(unsigned char seed, size_t mib) {
     size_t n = mib << 20;
     unsigned char *p = malloc(n);
@@ -744,8 +746,10 @@ int main(int argc, char **argv) {
     int bad = fill_and_check(3, 24);
     printf("first image %s\n", bad ? "MISMATCH" : "ok");
     fflush(stdout);
-    execl("/proc/self/exe", "execl_self", "again", (char *)NULL);
-    perror("execl");
+    /* a raw system call: out of the preload library's reach */
+    char *args[] = {"execl_self", "again", NULL};
+    syscall(SYS_execve, "/proc/self/exe", args, environ);
+    perror("execve");
     return 1;
 }
 "#,
@@ -845,4 +849,66 @@ fn futex_waits_on_paged_out_words_never_fail() {
         p["pinned_futex_waits"].as_u64().unwrap() >= 4 * 3000 + 512,
         "{r}"
     );
+}
+
+const SHELL_OUTS: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static unsigned char *hog;
+static const size_t hogn = 48u << 20;
+/* every page of the heap but the hog's newest pages is pushed out (and the strings with it) */
+static void push_out(int k) { for (int r = 0; r < 2; r++) for (size_t i = 0; i < hogn; i += 4096) hog[i] = (unsigned char)(i + k + r); }
+static char *heap_str(const char *s) { char *p = malloc(4096); strcpy(p, s); return p; }
+int main(int argc, char **argv) {
+    hog = malloc(hogn);
+    if (argc > 1) {
+        /* second image: execle with its argument list and environment in paged-out memory */
+        char *env[3] = {heap_str("FOO=from-execle"), heap_str("PATH=/usr/bin:/bin"), 0};
+        char *sh = heap_str("/bin/sh"), *c = heap_str("-c"), *line = heap_str("echo $FOO $0");
+        char *zero = heap_str("second-image");
+        char **envp = malloc(4096);
+        memcpy(envp, env, sizeof env);
+        push_out(1);
+        execle(sh, "sh", c, line, zero, (char *)0, envp);
+        printf("execle failed\n");
+        return 1;
+    }
+    char *cmd = heap_str("echo system-ran");
+    char *pcmd = heap_str("echo popen-ran");
+    push_out(2);
+    printf("system %d\n", system(cmd));
+    fflush(stdout);
+    push_out(3);
+    FILE *p = popen(pcmd, "r");
+    char buf[64] = {0};
+    if (!p || !fgets(buf, sizeof buf, p)) { printf("popen failed\n"); return 1; }
+    printf("popen got %s", buf);
+    printf("pclose %d\n", pclose(p));
+    fflush(stdout);
+    /* execlp with more arguments than registers: the rest are on the stack */
+    char *a[8];
+    for (int i = 0; i < 8; i++) { char t[16]; snprintf(t, sizeof t, "arg%d", i); a[i] = heap_str(t); }
+    char *self = heap_str(argv[0]);
+    char *line = heap_str("echo execlp $1 $2 $3 $4 $5 $6 $7 $8; exec \"$0\" second");
+    push_out(4);
+    execlp("sh", "sh", "-c", line, self, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], (char *)0);
+    printf("execlp failed\n");
+    return 1;
+}
+"#;
+
+#[test]
+fn system_popen_and_the_execl_family_read_paged_out_strings() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("shell_outs", SHELL_OUTS, &[]);
+    let r = same_output("8M", &[exe.to_str().unwrap()]);
+    let p = &r["pager"];
+    assert!(p["evictions"].as_u64().unwrap() > 10000, "{r}");
+    // Both execs went through the wrappers (the image's counters handed over, nothing left
+    // for the next image to take off).
+    assert_eq!(p["execs_unwrapped"].as_u64().unwrap(), 0, "{r}");
 }

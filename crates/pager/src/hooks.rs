@@ -89,6 +89,19 @@ impl Pinned {
         unsafe { self.add_iov(m.msg_iov, m.msg_iovlen as i32) };
     }
 
+    /// Pins a NUL-terminated string (nothing for null).
+    ///
+    /// # Safety
+    /// `s` must be a valid C string or null.
+    pub unsafe fn add_str(&mut self, s: *const libc::c_char) {
+        if s.is_null() {
+            return;
+        }
+        // SAFETY: a valid C string; strlen touches it in user mode (faults resolve).
+        let len = unsafe { libc::strlen(s) } + 1;
+        self.add(s.cast(), len);
+    }
+
     /// Pins a NULL-terminated array of C strings (argv, envp) and the strings.
     ///
     /// # Safety
@@ -311,8 +324,9 @@ pub unsafe fn filter_mask(set: *const libc::sigset_t) -> Option<libc::sigset_t> 
     Some(s)
 }
 
-/// Before `execve` and friends: argv and envp resident and pinned, eviction paused, this
-/// process's counters handed to the tree (the image is about to be replaced).
+/// Before `execve` and friends: the path, argv and envp resident and pinned (the kernel reads
+/// them), eviction paused, this process's counters handed to the tree (the image is about to
+/// be replaced).
 pub struct ExecGuard {
     _pins: Pinned,
     retired: bool,
@@ -323,12 +337,14 @@ impl ExecGuard {
     /// # Safety
     /// `argv`/`envp` as for `execve(2)`.
     pub unsafe fn new(
+        path: *const libc::c_char,
         argv: *const *const libc::c_char,
         envp: *const *const libc::c_char,
     ) -> ExecGuard {
         let mut pins = Pinned::none();
         // SAFETY: forwarded contract.
         unsafe {
+            pins.add_str(path);
             pins.add_strv(argv);
             pins.add_strv(envp);
         }

@@ -1104,7 +1104,7 @@ pub unsafe extern "C" fn execve(
     static S: NextSym = NextSym::new(c"execve");
     // SAFETY: forwarded with argv/envp resident.
     unsafe {
-        let _g = ExecGuard::new(argv, envp);
+        let _g = ExecGuard::new(path, argv, envp);
         let f: Execve = std::mem::transmute(S.get());
         f(path, argv, envp)
     }
@@ -1129,7 +1129,7 @@ pub unsafe extern "C" fn execvpe(
     static S: NextSym = NextSym::new(c"execvpe");
     // SAFETY: forwarded with argv/envp resident.
     unsafe {
-        let _g = ExecGuard::new(argv, envp);
+        let _g = ExecGuard::new(file, argv, envp);
         let f: Execve = std::mem::transmute(S.get());
         f(file, argv, envp)
     }
@@ -1154,7 +1154,7 @@ pub unsafe extern "C" fn fexecve(
     static S: NextSym = NextSym::new(c"fexecve");
     // SAFETY: forwarded with argv/envp resident.
     unsafe {
-        let _g = ExecGuard::new(argv, envp);
+        let _g = ExecGuard::new(std::ptr::null(), argv, envp);
         let f: unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int =
             std::mem::transmute(S.get());
         f(fd, argv, envp)
@@ -1184,6 +1184,7 @@ unsafe fn spawn(
     let mut pins = Pinned::none();
     // SAFETY: the caller's posix_spawn arguments.
     unsafe {
+        pins.add_str(path);
         pins.add_strv(argv);
         pins.add_strv(envp);
         pins.add(fa, std::mem::size_of::<libc::posix_spawn_file_actions_t>());
@@ -1235,6 +1236,134 @@ pub unsafe extern "C" fn posix_spawnp(
     static S: NextSym = NextSym::new(c"posix_spawnp");
     // SAFETY: forwarded.
     unsafe { spawn(&S, pid, path, fa, at, argv, envp) }
+}
+
+// The `execl` family is variadic: a naked entry saves the five argument registers after the
+// path next to the caller's stack arguments, and `execl_impl` gathers the NULL-terminated list
+// (and `execle`'s envp after it) into an argv array of its own, then goes through the wrappers
+// above (pins, the exec bookkeeping) instead of glibc's internal `__execve`.
+
+/// How an `execl`-family call continues (the entry's `ecx`): `execl` is
+/// `execve(path, argv, environ)`, `execlp` is `execvp(file, argv)`, `execle` is
+/// `execve(path, argv, envp)` with envp after the list's NULL.
+const EXECL: c_int = 0;
+const EXECLP: c_int = 1;
+const EXECLE: c_int = 2;
+
+/// Most arguments `execl_impl` gathers (the kernel's own limit on argv is far below).
+const EXECL_MAX_ARGS: usize = 1 << 20;
+
+/// # Safety
+/// `regs` holds the five register arguments after the path and `stack` points at the caller's
+/// stack arguments, together one `execl`-family argument list (NULL-terminated, then envp for
+/// `EXECLE`).
+unsafe extern "C" fn execl_impl(
+    path: *const c_char,
+    regs: *const *const c_char,
+    stack: *const *const c_char,
+    kind: c_int,
+) -> c_int {
+    // SAFETY: the k-th variadic argument, as the caller passed it (see above).
+    let arg = |k: usize| unsafe {
+        if k < 5 {
+            *regs.add(k)
+        } else {
+            *stack.add(k - 5)
+        }
+    };
+    let mut argv: Vec<*const c_char> = Vec::new();
+    loop {
+        if argv.len() >= EXECL_MAX_ARGS {
+            // SAFETY: errno of this thread.
+            unsafe { *libc::__errno_location() = libc::E2BIG };
+            return -1;
+        }
+        let a = arg(argv.len());
+        argv.push(a);
+        if a.is_null() {
+            break;
+        }
+    }
+    // SAFETY: forwarded to the wrappers with an argv array of our own (unmanaged memory).
+    unsafe {
+        match kind {
+            EXECLP => execvp(path, argv.as_ptr()),
+            EXECLE => {
+                let envp = arg(argv.len()) as *const *const c_char;
+                execve(path, argv.as_ptr(), envp)
+            }
+            _ => execve(path, argv.as_ptr(), environ),
+        }
+    }
+}
+
+macro_rules! execl_entry {
+    ($name:ident, $kind:literal) => {
+        /// Variadic entry (see `execl_impl`); `$kind` is one of `EXECL`, `EXECLP`, `EXECLE`.
+        #[no_mangle]
+        #[unsafe(naked)]
+        pub extern "C" fn $name() {
+            // At entry rsp is 8 mod 16; five pushes make it 0 mod 16 for the call.
+            core::arch::naked_asm!(
+                "push r9",
+                "push r8",
+                "push rcx",
+                "push rdx",
+                "push rsi",
+                "mov rsi, rsp",
+                "lea rdx, [rsp + 48]",
+                concat!("mov ecx, ", $kind),
+                "call {f}",
+                "add rsp, 40",
+                "ret",
+                f = sym execl_impl,
+            )
+        }
+    };
+}
+
+execl_entry!(execl, "0");
+execl_entry!(execlp, "1");
+execl_entry!(execle, "2");
+const _: () = assert!(EXECL == 0 && EXECLP == 1 && EXECLE == 2);
+
+/// `system(3)` and `popen(3)` start `/bin/sh -c CMD` through glibc's internal `posix_spawn`:
+/// the child (our memory, default signal handlers) and then the kernel read CMD, so it stays
+/// resident and pinned for the call (an evicted command was a failed exec: status 127 from
+/// `system`, NULL from `popen`). Nothing else the child reads is the program's memory.
+///
+/// # Safety
+/// As `system(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn system(cmd: *const c_char) -> c_int {
+    static S: NextSym = NextSym::new(c"system");
+    let mut pins = Pinned::none();
+    // SAFETY: the caller's command string (or null).
+    unsafe { pins.add_str(cmd) };
+    // SAFETY: libc's system.
+    unsafe {
+        std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*const c_char) -> c_int>(S.get())(
+            cmd,
+        )
+    }
+}
+
+/// See [`system`].
+///
+/// # Safety
+/// As `popen(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn popen(cmd: *const c_char, mode: *const c_char) -> *mut libc::FILE {
+    static S: NextSym = NextSym::new(c"popen");
+    let mut pins = Pinned::none();
+    // SAFETY: the caller's strings.
+    unsafe {
+        pins.add_str(cmd);
+        pins.add_str(mode);
+    }
+    type Popen = unsafe extern "C" fn(*const c_char, *const c_char) -> *mut libc::FILE;
+    // SAFETY: libc's popen.
+    unsafe { std::mem::transmute::<*mut c_void, Popen>(S.get())(cmd, mode) }
 }
 
 /// `_exit` skips the destructors: hand the counters over first.
