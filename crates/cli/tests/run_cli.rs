@@ -912,3 +912,86 @@ fn system_popen_and_the_execl_family_read_paged_out_strings() {
     // for the next image to take off).
     assert_eq!(p["execs_unwrapped"].as_u64().unwrap(), 0, "{r}");
 }
+
+const KERNEL_READS: &str = r#"
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+static unsigned char *hog;
+static const size_t hogn = 40u << 20;
+static int step;
+/* every heap page but the hog's newest is pushed out before each call */
+static void push_out(void) { step++; for (int r = 0; r < 2; r++) for (size_t i = 0; i < hogn; i += 4096) hog[i] = (unsigned char)(i + step + r); }
+static void *page(void) { void *p = malloc(4096); memset(p, 0, 4096); return p; }
+static void check(const char *what, int ok) { printf("%s %s\n", what, ok ? "ok" : strerror(errno)); fflush(stdout); }
+int main(int argc, char **argv) {
+    hog = malloc(hogn);
+    char *dir = page(), *file = page(), *file2 = page(), *link_ = page(), *buf = page();
+    struct stat *st = page();
+    struct utsname *un = page();
+    int *fds = page(), *status = page();
+    fd_set *rs = page();
+    struct timespec *ts = page();
+    snprintf(dir, 4096, "%s.d", argv[1]);
+    snprintf(file, 4096, "%s/f", dir);
+    snprintf(file2, 4096, "%s/g", dir);
+    snprintf(link_, 4096, "%s/l", dir);
+    push_out(); check("mkdir", mkdir(dir, 0700) == 0);
+    push_out(); int fd = open(file, O_CREAT | O_WRONLY | O_TRUNC, 0600); check("open", fd >= 0);
+    strcpy(buf, "contents\n");
+    push_out(); check("write", write(fd, buf, 9) == 9);
+    close(fd);
+    push_out(); check("stat", stat(file, st) == 0 && st->st_size == 9);
+    push_out(); check("access", access(file, R_OK) == 0);
+    push_out(); check("rename", rename(file, file2) == 0);
+    push_out(); check("symlink", symlink(file2, link_) == 0);
+    push_out(); check("lstat", lstat(link_, st) == 0 && S_ISLNK(st->st_mode));
+    push_out(); ssize_t n = readlink(link_, buf, 4095); check("readlink", n > 0 && (buf[n] = 0, strcmp(buf, file2) == 0));
+    push_out(); fd = open(file2, O_RDONLY); check("open again", fd >= 0);
+    push_out(); check("fstat", fstat(fd, st) == 0 && st->st_size == 9);
+    push_out(); check("read", read(fd, buf, 4096) == 9 && memcmp(buf, "contents\n", 9) == 0);
+    close(fd);
+    push_out(); DIR *d = opendir(dir); check("opendir", d != 0);
+    int entries = 0; if (d) { while (readdir(d)) entries++; closedir(d); }
+    printf("entries %d\n", entries);
+    push_out(); check("getcwd", getcwd(buf, 4096) != 0);
+    push_out(); check("uname", uname(un) == 0 && un->sysname[0] == 'L');
+    push_out(); check("pipe", pipe(fds) == 0);
+    push_out(); check("pipe write", write(fds[1], "x", 1) == 1);
+    FD_ZERO(rs); FD_SET(fds[0], rs);
+    struct timeval tv = {1, 0};
+    push_out(); check("select", select(fds[0] + 1, rs, 0, 0, &tv) == 1 && FD_ISSET(fds[0], rs));
+    ts->tv_sec = 0; ts->tv_nsec = 1000;
+    push_out(); check("nanosleep", nanosleep(ts, 0) == 0);
+    pid_t pid = fork();
+    if (pid == 0) _exit(7);
+    push_out(); check("waitpid", waitpid(pid, status, 0) == pid && WIFEXITED(*status) && WEXITSTATUS(*status) == 7);
+    push_out(); check("unlink", unlink(link_) == 0 && unlink(file2) == 0);
+    push_out(); check("rmdir", rmdir(dir) == 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn calls_whose_kernel_side_reads_paged_out_paths_and_buffers_succeed() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("kernel_reads", KERNEL_READS, &[]);
+    // The plain run and the managed run use different scratch names (same output).
+    let scratch = workdir().join("kernel-reads-scratch");
+    let r = same_output("8M", &[exe.to_str().unwrap(), scratch.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 10000, "{r}");
+    assert!(r["pager"]["pinned_syscalls"].as_u64().unwrap() > 20, "{r}");
+}

@@ -17,9 +17,13 @@
 //! `SCRATCH_PAGES` pages registered with the userfaultfd as the MOVE target.
 //!
 //! **Lock order**: regions RwLock (read: faults, pins, eviction; write: mapping changes, fork)
-//! -> reclaim mutex -> the cache's locks. All pager code runs with signals blocked (the SIGBUS
-//! handler's mask, or `sys::SigBlock` in wrappers), never touches managed memory itself, and
-//! marks its thread `InPager` so its own libc calls bypass the wrappers.
+//! -> reclaim mutex -> the cache's locks. Every read of the regions lock is recursive
+//! (`read_recursive`): a signal handler may fault, or make a wrapped call, on a thread that
+//! holds it, and must not queue behind a waiting writer. All pager code runs with signals
+//! blocked (the SIGBUS handler's mask, or `sys::SigBlock` in wrappers), never touches managed
+//! memory itself, and marks its thread `InPager` so its own libc calls bypass the wrappers;
+//! the one exception is pinning and unpinning pages that are already resident (one
+//! compare-and-swap per page, `InPager` set), which runs with signals open.
 
 pub mod hooks;
 pub mod pager;

@@ -350,7 +350,7 @@ impl Pager {
 
     /// Number of regions and their total pages (tests, reports).
     pub fn region_stats(&self) -> (usize, usize) {
-        let r = self.regions.read();
+        let r = self.regions.read_recursive();
         (r.len(), r.values().map(|x| x.pages).sum())
     }
 
@@ -504,7 +504,7 @@ impl Pager {
         if self.manage(new, new_len) {
             // Every page of the new range counts as resident (a missing one is healed to zeros
             // by the fault path's RESIDENT case, and moves out as a hole).
-            let map = self.regions.read();
+            let map = self.regions.read_recursive();
             if let Some(r) = Self::lookup(&map, new) {
                 let n = r.pages;
                 for i in 0..n {
@@ -565,7 +565,7 @@ impl Pager {
         let _g = InPager::enter();
         let t0 = sys::now_ns();
         let handled = {
-            let map = self.regions.read();
+            let map = self.regions.read_recursive();
             match Self::lookup(&map, addr) {
                 None => return false,
                 Some(r) => self.fill(r, r.index(addr), false, write),
@@ -836,14 +836,78 @@ impl Pager {
         if len == 0 || !self.maybe_managed(addr, len) {
             return false;
         }
-        let _b = sys::SigBlock::new();
-        let _g = InPager::enter();
         let lo = addr & !(PAGE - 1);
         let hi = addr.saturating_add(len).div_ceil(PAGE) * PAGE;
+        // Fast path: the pages are resident (a buffer in use, a path just built), so a pin is
+        // one compare-and-swap per page. No signal mask: nothing here touches managed memory,
+        // and the table's read lock is recursive, so a
+        // signal handler that faults (or makes a wrapped call) meanwhile takes it again
+        // without waiting behind a queued writer. The first page that needs filling ends it;
+        // the slow path below goes on from there.
+        let (mut any, from) = if pin {
+            self.pin_resident(lo, hi)
+        } else {
+            (false, lo)
+        };
+        if from < hi {
+            any |= self.pin_slow(from, hi, pin).0;
+        }
+        if any && pin {
+            self.seg.pinned_calls.fetch_add(1, Relaxed);
+        }
+        any
+    }
+
+    /// Pins the resident pages of `[lo, hi)` from `lo` on, stopping at the first that is not
+    /// resident. Returns whether a managed page was met and where it stopped.
+    fn pin_resident(&self, lo: usize, hi: usize) -> (bool, usize) {
+        // `InPager`: a contended lock parks through `syscall(SYS_futex)`, whose wrapper would
+        // pin (and so lock) again.
+        let _g = InPager::enter();
+        let map = self.regions.read_recursive();
+        let mut any = false;
+        let mut at = lo;
+        while at < hi {
+            let Some(r) = Self::lookup(&map, at) else {
+                // Unmanaged here: on to the next region that starts below `hi`, if any.
+                match map.range(at..hi).next() {
+                    Some((&s, _)) => {
+                        at = s;
+                        continue;
+                    }
+                    None => return (any, hi),
+                }
+            };
+            any = true;
+            let end = hi.min(r.end());
+            while at < end {
+                let w = r.state(r.index(at));
+                let mut s = w.load(Acquire);
+                loop {
+                    if region::kind(s) != RESIDENT {
+                        return (any, at);
+                    }
+                    match w.compare_exchange_weak(s, s + PIN_ONE, AcqRel, Acquire) {
+                        Ok(_) => break,
+                        Err(x) => s = x,
+                    }
+                }
+                at += PAGE;
+            }
+        }
+        (any, hi)
+    }
+
+    /// `pin_range`'s general path over `[lo, hi)`: fills what is missing (and reclaims if that
+    /// went over the budget). Returns whether a managed page was met and whether any had to be
+    /// filled.
+    fn pin_slow(&self, lo: usize, hi: usize, pin: bool) -> (bool, bool) {
+        let _b = sys::SigBlock::new();
+        let _g = InPager::enter();
         let mut any = false;
         let mut filled = false;
         {
-            let map = self.regions.read();
+            let map = self.regions.read_recursive();
             for (_, r) in map.range(..hi).rev().take_while(|(_, r)| r.end() > lo) {
                 any = true;
                 for i in r.index(lo.max(r.start))..r.index(hi.min(r.end()) - 1) + 1 {
@@ -856,22 +920,21 @@ impl Pager {
                 }
             }
         }
-        if any && pin {
-            self.seg.pinned_calls.fetch_add(1, Relaxed);
-        }
         if filled {
             self.maybe_reclaim();
         }
-        any
+        (any, filled)
     }
 
-    /// Releases pins taken by `pin_range` over the same range.
+    /// Releases pins taken by `pin_range` over the same range: one compare-and-swap per page,
+    /// without a signal mask (see `pin_range`).
     pub fn unpin_range(&self, addr: usize, len: usize) {
-        let _b = sys::SigBlock::new();
-        let _g = InPager::enter();
         let lo = addr & !(PAGE - 1);
         let hi = addr.saturating_add(len).div_ceil(PAGE) * PAGE;
-        let map = self.regions.read();
+        // `InPager`: a contended lock parks through `syscall(SYS_futex)`, whose wrapper would
+        // pin (and so lock) again.
+        let _g = InPager::enter();
+        let map = self.regions.read_recursive();
         for (_, r) in map.range(..hi).rev().take_while(|(_, r)| r.end() > lo) {
             for i in r.index(lo.max(r.start))..r.index(hi.min(r.end()) - 1) + 1 {
                 let w = r.state(i);
@@ -1003,7 +1066,7 @@ impl Pager {
     /// Evicts up to `want` pages of this process. Returns how many left.
     pub fn evict(&self, want: usize) -> usize {
         let _g = InPager::enter();
-        let map = self.regions.read();
+        let map = self.regions.read_recursive();
         let mut rc = self.reclaim.lock();
         if self.paused.load(Relaxed) > 0 {
             return 0;
@@ -1475,7 +1538,7 @@ impl Pager {
         }
         .map_err(|e| format!("scratch: errno {e}"))?;
         drop(rc);
-        let map = self.regions.read();
+        let map = self.regions.read_recursive();
         for r in map.values() {
             // SAFETY: the same managed ranges, now in the child's address space.
             unsafe { self.uffd().register_missing(r.start, r.pages * PAGE) }

@@ -970,6 +970,8 @@ unsafe fn pin_futex_args(
     }
 }
 
+mod calls;
+
 /// Buffers above this size are read and written in pieces of it (regular files only, where a
 /// loop of calls returns what one call would): a pinned buffer is resident for the whole call,
 /// and a 1 GiB `read` must not pin 1 GiB over the budget.
@@ -1087,6 +1089,8 @@ macro_rules! stdio_wrap {
 
 stdio_wrap!(fread, *mut c_void);
 stdio_wrap!(fwrite, *const c_void);
+stdio_wrap!(fread_unlocked, *mut c_void);
+stdio_wrap!(fwrite_unlocked, *const c_void);
 
 // ---------------------------------------------------------------- exec, spawn, exit
 
