@@ -288,3 +288,50 @@ chk_wrap!(__poll_chk(f: *mut libc::pollfd, n: libc::nfds_t, t: c_int, fl: size_t
     (n as usize).checked_mul(POLLFD).is_some_and(|b| b <= fl); crate::poll(f, n, t));
 chk_wrap!(__ppoll_chk(f: *mut libc::pollfd, n: libc::nfds_t, t: *const libc::timespec, m: *const libc::sigset_t, fl: size_t) -> c_int;
     (n as usize).checked_mul(POLLFD).is_some_and(|b| b <= fl); ppoll(f, n, t, m));
+
+// ---------------------------------------------------------------- more results and arguments
+
+io_wrap!(getentropy(b: *mut c_void, n: size_t) -> c_int; |p| { p.add(b, n) });
+
+/// Pins `n` message headers of a `recvmmsg`/`sendmmsg` vector and what each names.
+///
+/// # Safety
+/// `v` null or valid for `n` `mmsghdr`s.
+unsafe fn add_mmsg(p: &mut Pinned, v: *mut libc::mmsghdr, n: c_uint) {
+    if v.is_null() {
+        return;
+    }
+    let n = n.min(1024) as usize;
+    p.add(v.cast(), n * size_of::<libc::mmsghdr>());
+    for k in 0..n {
+        // SAFETY: the caller's k-th header, resident now.
+        unsafe { p.add_msg(&(*v.add(k)).msg_hdr) };
+    }
+}
+io_wrap!(recvmmsg(fd: c_int, v: *mut libc::mmsghdr, n: c_uint, fl: c_int, t: *mut libc::timespec) -> c_int;
+    |p| { add_mmsg(&mut p, v, n); p.add(t.cast(), TS) });
+io_wrap!(sendmmsg(fd: c_int, v: *mut libc::mmsghdr, n: c_uint, fl: c_int) -> c_int; |p| { add_mmsg(&mut p, v, n) });
+io_wrap!(epoll_pwait2(e: c_int, ev: *mut libc::epoll_event, n: c_int, t: *const libc::timespec, m: *const libc::sigset_t) -> c_int;
+    |p| { p.add(ev.cast(), n.max(0) as usize * EPOLL_EVENT); p.add(t.cast(), TS); p.add(m.cast(), SIGMASK) });
+const ITIMERSPEC: usize = size_of::<libc::itimerspec>();
+io_wrap!(timerfd_settime(fd: c_int, fl: c_int, new: *const libc::itimerspec, old: *mut libc::itimerspec) -> c_int;
+    |p| { p.add(new.cast(), ITIMERSPEC); p.add(old.cast(), ITIMERSPEC) });
+io_wrap!(timerfd_gettime(fd: c_int, cur: *mut libc::itimerspec) -> c_int; |p| { p.add(cur.cast(), ITIMERSPEC) });
+const SIGINFO: usize = size_of::<libc::siginfo_t>();
+io_wrap!(sigtimedwait(set: *const libc::sigset_t, info: *mut libc::siginfo_t, t: *const libc::timespec) -> c_int;
+    |p| { p.add(set.cast(), SIGMASK); p.add(info.cast(), SIGINFO); p.add(t.cast(), TS) });
+io_wrap!(sigwaitinfo(set: *const libc::sigset_t, info: *mut libc::siginfo_t) -> c_int;
+    |p| { p.add(set.cast(), SIGMASK); p.add(info.cast(), SIGINFO) });
+io_wrap!(sched_getaffinity(pid: pid_t, n: size_t, m: *mut libc::cpu_set_t) -> c_int; |p| { p.add(m.cast(), n) });
+io_wrap!(sched_setaffinity(pid: pid_t, n: size_t, m: *const libc::cpu_set_t) -> c_int; |p| { p.add(m.cast(), n) });
+io_wrap!(getgroups(n: c_int, l: *mut gid_t) -> c_int; |p| { p.add(l.cast(), n.max(0) as usize * size_of::<gid_t>()) });
+io_wrap!(setgroups(n: size_t, l: *const gid_t) -> c_int; |p| { p.add(l.cast(), n * size_of::<gid_t>()) });
+const RLIMIT: usize = size_of::<libc::rlimit>();
+io_wrap!(getrlimit(r: c_int, l: *mut libc::rlimit) -> c_int; |p| { p.add(l.cast(), RLIMIT) });
+io_wrap!(getrlimit64(r: c_int, l: *mut libc::rlimit) -> c_int; |p| { p.add(l.cast(), RLIMIT) });
+io_wrap!(setrlimit(r: c_int, l: *const libc::rlimit) -> c_int; |p| { p.add(l.cast(), RLIMIT) });
+io_wrap!(setrlimit64(r: c_int, l: *const libc::rlimit) -> c_int; |p| { p.add(l.cast(), RLIMIT) });
+io_wrap!(prlimit(pid: pid_t, r: c_int, new: *const libc::rlimit, old: *mut libc::rlimit) -> c_int;
+    |p| { p.add(new.cast(), RLIMIT); p.add(old.cast(), RLIMIT) });
+io_wrap!(prlimit64(pid: pid_t, r: c_int, new: *const libc::rlimit, old: *mut libc::rlimit) -> c_int;
+    |p| { p.add(new.cast(), RLIMIT); p.add(old.cast(), RLIMIT) });

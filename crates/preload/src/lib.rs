@@ -887,7 +887,8 @@ lock_wrap!(mtx_lock, mtx_trylock, Mutex, MUTEX, THRD_BUSY);
 
 /// `syscall(2)`, for the futex operations whose kernel side reads or writes user memory (the
 /// wait operations, the PI and requeue operations, `FUTEX_WAKE_OP`, every operation on a
-/// shared futex, and `futex_waitv`): Rust's std and other runtimes call it directly. Declared
+/// shared futex, and `futex_waitv`) and for `getrandom`: Rust's std and other runtimes call
+/// it directly. Declared
 /// with six arguments after the number: on x86-64 a variadic call passes them in the same
 /// registers and stack slot, and an unused one is forwarded unread by the kernel.
 ///
@@ -907,6 +908,11 @@ pub unsafe extern "C" fn syscall(
     let _pins = if nr == libc::SYS_futex || nr == libc::SYS_futex_waitv {
         // SAFETY: the futex system call's arguments, as the kernel reads them.
         unsafe { pin_futex_args(nr, a1, a2, a4, a5) }
+    } else if nr == libc::SYS_getrandom {
+        // Random bytes straight into a buffer (OpenSSL, other runtimes).
+        let mut p = Pinned::none();
+        p.add(a1 as *const c_void, a2.max(0) as usize);
+        p
     } else {
         Pinned::none()
     };
