@@ -221,6 +221,12 @@ const GAUGES: [&str; 7] = [
 /// before the hand skipped what it need not judge; docs/pager.md).
 const ACTIVE_RATIO: u64 = 1;
 
+thread_local! {
+    /// Where this thread's next fault from the cache continues a sequential stream: (region
+    /// start, page index) of the page after its last fault, or after the window read ahead.
+    static RA_NEXT: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, usize::MAX)) };
+}
+
 pub struct Pager {
     uffd: AtomicPtr<Uffd>,
     regions: RwLock<BTreeMap<usize, Arc<Region>>>,
@@ -766,23 +772,30 @@ impl Pager {
         r.note_filled(i, i);
         self.resident.fetch_add(1, Relaxed);
         self.charge(1);
-        if self.cfg.readahead > 0 && i > 0 {
-            let p = r.state(i - 1).load(Relaxed);
-            if region::kind(p) == RESIDENT && p & SWPIN != 0 {
-                self.readahead(r, i + 1);
-            }
+        if self.cfg.readahead > 0 {
+            // Sequential: this thread's last fault from the cache was the page before, or
+            // the page after the window it read ahead (the kernel's readahead also follows
+            // the faulting offset, not the pages' history: a page whose neighbour merely came
+            // back once, long ago, says nothing about the stream).
+            let sequential = RA_NEXT.with(|c| c.get()) == (r.start, i);
+            let n = if sequential {
+                self.readahead(r, i + 1)
+            } else {
+                0
+            };
+            RA_NEXT.with(|c| c.set((r.start, i + 1 + n)));
         }
         true
     }
 
-    /// Swap readahead for sequential faults: the page before the faulting one came back from
-    /// the cache too, so bring the following evicted pages back now, up to
+    /// Swap readahead for sequential faults (this thread's faults from the cache follow one
+    /// another page by page): bring the following evicted pages back now, up to
     /// `Config::readahead`, stopping at the first page that is not evicted (the kernel's
     /// VMA-based swap readahead, `swap_vma_readahead`, reads a window around the fault the
     /// same way). Readahead pages get no referenced bit (the clock takes them first if they go
     /// unused) and keep their cache copy like read faults, so an unused one leaves again at
     /// the price of a comparison.
-    fn readahead(&self, r: &Region, from: usize) {
+    fn readahead(&self, r: &Region, from: usize) -> usize {
         let keep = self.cfg.keep_clean && self.scanner.enabled();
         let mut buf = [0u8; PAGE];
         let mut n = 0;
@@ -825,6 +838,7 @@ impl Pager {
             self.charge(n as i64);
             self.seg.readahead_pages.fetch_add(n as u64, Relaxed);
         }
+        n
     }
 
     // ------------------------------------------------------------------ pins (EFAULT path)
@@ -1505,6 +1519,13 @@ impl Pager {
     /// fork, prepare: hold the regions table exclusively across the fork, so no fault or
     /// eviction of another thread is half done in the child's copy.
     pub fn lock_for_fork(&self) {
+        // The cache's background shrink worker marks slots in flight while it writes entries
+        // back; a child forked meanwhile would inherit the mark with no thread to clear it,
+        // and wait on that slot forever. Hold the worker and let a run in progress finish.
+        self.zswap.hold_shrink_worker(true);
+        let _ = self
+            .zswap
+            .wait_shrink_idle(std::time::Duration::from_secs(10));
         std::mem::forget(self.regions.write());
     }
 
@@ -1513,6 +1534,7 @@ impl Pager {
         // SAFETY: `lock_for_fork` took the write lock and forgot its guard; this is its one
         // matching release (in each of the two processes).
         unsafe { self.regions.force_unlock_write() };
+        self.zswap.hold_shrink_worker(false);
     }
 
     /// Fork child: the inherited userfaultfd still acts on the parent, and the child's copies of

@@ -540,9 +540,11 @@ impl Zswap {
     }
 
     /// Hold (`true`) or release the background worker: while held, stores still queue it
-    /// but it does not start, so an embedder decides when queued work runs (a replay lets it
-    /// run when the faulting task leaves the kernel, deterministically). Releasing starts a
-    /// queued run.
+    /// but it does not start (nor its idle return of expired pool memory), so an embedder
+    /// decides when queued work runs (a replay lets it run when the faulting task leaves the
+    /// kernel, deterministically; a process about to fork holds it, then waits with
+    /// [`Zswap::wait_shrink_idle`] for a run in progress, so that no slot is in flight in the
+    /// child's copy). Releasing starts a queued run.
     pub fn hold_shrink_worker(&self, hold: bool) {
         let w = &self.inner.worker;
         let mut st = w.state.lock();

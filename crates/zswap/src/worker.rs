@@ -77,12 +77,17 @@ impl Inner {
             {
                 let mut st = self.worker.state.lock();
                 while (!st.pending || st.held) && !st.stop {
-                    if self.worker.cv.wait_for(&mut st, PURGE_INTERVAL).timed_out() {
+                    if self.worker.cv.wait_for(&mut st, PURGE_INTERVAL).timed_out() && !st.held {
                         // Idle: freed pool memory whose decay time passed goes back to the
-                        // OS even if no store or free comes to do it.
+                        // OS even if no store or free comes to do it. A run like any other:
+                        // `wait_shrink_idle` waits for it, and a held worker (an embedder's
+                        // fork, a replay's step) does not start it.
+                        st.running = true;
                         drop(st);
                         self.pools.purge_expired();
                         st = self.worker.state.lock();
+                        st.running = false;
+                        self.worker.idle_cv.notify_all();
                     }
                 }
                 if st.stop {

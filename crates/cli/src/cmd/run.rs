@@ -44,9 +44,10 @@ pub struct Args {
     /// costs no compression (on, the default), or drop it at every load as the kernel does (off).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub keep_clean: OnOff,
-    /// Swap readahead: after two sequential faults from the cache, bring back up to PAGES
-    /// following evicted pages at once (0 = off).
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=64))]
+    /// Swap readahead: when a thread's faults from the cache follow one another page by page,
+    /// bring back up to PAGES following evicted pages at once (0 = off; 8 is the kernel's
+    /// default window, vm.page-cluster 3).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(0..=64))]
     pub readahead: u8,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
