@@ -40,8 +40,8 @@ use uzswap_zswap::SwapFile;
 use uzswap_zswap::{CgroupId, LoadOutcome, Params, SwapSlot, Zswap};
 
 use crate::region::{
-    self, Region, ABSENT, ACTIVE, BUSY, EVICTED, INHERITED, KEPT, PAGE, PIN_ONE, REF, RESIDENT,
-    SWPIN,
+    self, Region, ABSENT, ACTIVE, BUSY, EVICTED, INHERITED, KEPT, PAGE, PIN_MAX, PIN_ONE, REF,
+    RESIDENT, SWPIN,
 };
 use crate::shared::Segment;
 use crate::sys::{self, InPager};
@@ -603,6 +603,12 @@ impl Pager {
             match region::kind(s) {
                 RESIDENT => {
                     if pin {
+                        if region::pins(s) >= PIN_MAX {
+                            // 255 system calls on this page at once: wait for one to end.
+                            // SAFETY: no arguments.
+                            unsafe { libc::sched_yield() };
+                            continue;
+                        }
                         if w.compare_exchange(s, s + PIN_ONE, AcqRel, Relaxed).is_ok() {
                             return true;
                         }
@@ -898,7 +904,7 @@ impl Pager {
                 let w = r.state(r.index(at));
                 let mut s = w.load(Acquire);
                 loop {
-                    if region::kind(s) != RESIDENT {
+                    if region::kind(s) != RESIDENT || region::pins(s) >= PIN_MAX {
                         return (any, at);
                     }
                     match w.compare_exchange_weak(s, s + PIN_ONE, AcqRel, Acquire) {

@@ -50,6 +50,9 @@ pub const ACTIVE: u64 = 1 << 5;
 pub const SWPIN: u64 = 1 << 6;
 pub const PIN_ONE: u64 = 1 << 8;
 pub const PIN_MASK: u64 = 0xff << 8;
+/// Most pins a page holds at once (a pin beyond it waits for one to go: the count must not
+/// carry into the slot field).
+pub const PIN_MAX: u64 = 0xff;
 const SLOT_SHIFT: u32 = 16;
 const SLOT_MASK: u64 = 0xffff_ffff;
 const EPOCH_SHIFT: u32 = 48;
