@@ -142,7 +142,7 @@ impl Config {
             readahead: get("UZSWAP_READAHEAD")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0usize)
-                .min(64),
+                .min(MAX_READAHEAD),
         }
     }
 }
@@ -220,6 +220,9 @@ const GAUGES: [&str; 7] = [
 /// active pages per victim, and write tracking then scanned every chunk it passed (measured
 /// before the hand skipped what it need not judge; docs/pager.md).
 const ACTIVE_RATIO: u64 = 1;
+
+/// Largest swap readahead window, in pages (`--readahead` takes 0..=64).
+const MAX_READAHEAD: usize = 64;
 
 thread_local! {
     /// Where this thread's next fault from the cache continues a sequential stream: (region
@@ -803,9 +806,14 @@ impl Pager {
     /// the price of a comparison.
     fn readahead(&self, r: &Region, from: usize) -> usize {
         let keep = self.cfg.keep_clean && self.scanner.enabled();
-        let mut buf = [0u8; PAGE];
+        let end = (from + self.cfg.readahead).min(r.pages);
+        // Claim and read the whole window first, then map it with one `UFFDIO_COPY`: the
+        // ioctl costs about as much as a page's decompression, once per window instead of
+        // once per page. The buffer is the pager's own memory (glibc's malloc).
+        let mut buf: Vec<u8> = Vec::with_capacity((end.saturating_sub(from)) * PAGE);
+        let mut claimed = [0u64; MAX_READAHEAD];
         let mut n = 0;
-        for j in from..(from + self.cfg.readahead).min(r.pages) {
+        for j in from..end {
             let w = r.state(j);
             let s = w.load(Relaxed);
             if region::kind(s) != EVICTED || w.compare_exchange(s, BUSY, AcqRel, Relaxed).is_err() {
@@ -813,38 +821,61 @@ impl Pager {
             }
             let (area, off) = region::slot_of(s);
             let slot = SwapSlot { area, offset: off };
+            let at = buf.len();
+            buf.resize(at + PAGE, 0);
             // Non-exclusive: if the copy-in fails the page stays evicted, its content intact.
-            match self.zswap.load(slot, &mut buf, false) {
+            match self.zswap.load(slot, &mut buf[at..at + PAGE], false) {
                 Ok(LoadOutcome::Hit) | Ok(LoadOutcome::FromSwapFile) => {}
                 _ => {
                     w.store(s, Release);
+                    buf.truncate(at);
                     break;
                 }
             }
-            if self
-                .uffd()
-                .copy(r.addr(j), buf.as_ptr(), PAGE, keep)
-                .is_err()
-            {
-                // Already there or gone: give the page back as it was (its copy is intact).
-                w.store(s, Release);
-                break;
+            claimed[n] = s;
+            n += 1;
+        }
+        if n == 0 {
+            return 0;
+        }
+        let mapped = match self.uffd().copy(r.addr(from), buf.as_ptr(), n * PAGE, keep) {
+            Ok(()) => n,
+            Err(_) => {
+                // Part of the window may be in place: page by page from its start, each mapped
+                // now (or already, by the window's copy), until one can't be; the rest are
+                // given back as they were (their copies are intact).
+                let mut m = 0;
+                while m < n {
+                    let src = buf[m * PAGE..].as_ptr();
+                    match self.uffd().copy(r.addr(from + m), src, PAGE, keep) {
+                        Ok(()) | Err(UffdError::Exists) => m += 1,
+                        Err(_) => break,
+                    }
+                }
+                m
             }
+        };
+        for (k, &s) in claimed[..n].iter().enumerate() {
+            let w = r.state(from + k);
+            if k >= mapped {
+                w.store(s, Release);
+                continue;
+            }
+            let (area, off) = region::slot_of(s);
             if keep {
                 w.store(region::kept(area, off) | SWPIN, Release);
             } else {
                 self.forget_slot((area, off));
                 w.store(RESIDENT | SWPIN, Release);
             }
-            r.note_filled(j, j);
-            n += 1;
         }
-        if n > 0 {
-            self.resident.fetch_add(n as i64, Relaxed);
-            self.charge(n as i64);
-            self.seg.readahead_pages.fetch_add(n as u64, Relaxed);
+        if mapped > 0 {
+            r.note_filled(from, from + mapped - 1);
+            self.resident.fetch_add(mapped as i64, Relaxed);
+            self.charge(mapped as i64);
+            self.seg.readahead_pages.fetch_add(mapped as u64, Relaxed);
         }
-        n
+        mapped
     }
 
     // ------------------------------------------------------------------ pins (EFAULT path)
