@@ -928,6 +928,9 @@ const KERNEL_READS: &str = r#"
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+/* the _FORTIFY_SOURCE entry points fortified programs call instead of read and getcwd */
+extern ssize_t __read_chk(int, void *, size_t, size_t);
+extern char *__getcwd_chk(char *, size_t, size_t);
 static unsigned char *hog;
 static const size_t hogn = 40u << 20;
 static int step;
@@ -961,11 +964,14 @@ int main(int argc, char **argv) {
     push_out(); fd = open(file2, O_RDONLY); check("open again", fd >= 0);
     push_out(); check("fstat", fstat(fd, st) == 0 && st->st_size == 9);
     push_out(); check("read", read(fd, buf, 4096) == 9 && memcmp(buf, "contents\n", 9) == 0);
+    lseek(fd, 0, SEEK_SET);
+    push_out(); check("__read_chk", __read_chk(fd, buf, 4096, 4096) == 9 && memcmp(buf, "contents\n", 9) == 0);
     close(fd);
     push_out(); DIR *d = opendir(dir); check("opendir", d != 0);
     int entries = 0; if (d) { while (readdir(d)) entries++; closedir(d); }
     printf("entries %d\n", entries);
     push_out(); check("getcwd", getcwd(buf, 4096) != 0);
+    push_out(); check("__getcwd_chk", __getcwd_chk(buf, 4096, 4096) != 0);
     push_out(); check("uname", uname(un) == 0 && un->sysname[0] == 'L');
     push_out(); check("pipe", pipe(fds) == 0);
     push_out(); check("pipe write", write(fds[1], "x", 1) == 1);
