@@ -885,6 +885,42 @@ lock_wrap!(
 );
 lock_wrap!(mtx_lock, mtx_trylock, Mutex, MUTEX, THRD_BUSY);
 
+/// `pthread_mutex_t.__data.__kind` (x86-64 glibc) and its priority-inheritance bit.
+const MUTEX_KIND_OFFSET: usize = 16;
+const PTHREAD_MUTEX_PRIO_INHERIT_NP: c_int = 32;
+
+/// Unlocking a priority-inheritance mutex with waiters is `FUTEX_UNLOCK_PI`, whose kernel side
+/// reads the word: such a mutex stays pinned for the call. Every other kind wakes with
+/// `FUTEX_WAKE`, which reads nothing, and goes straight through.
+///
+/// # Safety
+/// As `pthread_mutex_unlock(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_mutex_unlock(m: Mutex) -> c_int {
+    static S: NextSym = NextSym::new(c"pthread_mutex_unlock");
+    type Unlock = unsafe extern "C" fn(Mutex) -> c_int;
+    // SAFETY: libc's function of this name and signature.
+    let f = unsafe { std::mem::transmute::<*mut c_void, Unlock>(S.get()) };
+    if hooks::maybe_managed(m as usize, MUTEX) {
+        // SAFETY: the caller's initialised mutex; the kind is a plain int of its layout (a
+        // paged-out page faults in as any user-mode read does).
+        let kind = unsafe {
+            (m as *const u8)
+                .add(MUTEX_KIND_OFFSET)
+                .cast::<c_int>()
+                .read_volatile()
+        };
+        if kind & PTHREAD_MUTEX_PRIO_INHERIT_NP != 0 {
+            let mut pins = Pinned::none();
+            pins.add(m as *const c_void, MUTEX);
+            // SAFETY: forwarded.
+            return unsafe { f(m) };
+        }
+    }
+    // SAFETY: forwarded.
+    unsafe { f(m) }
+}
+
 /// `syscall(2)`, for the futex operations whose kernel side reads or writes user memory (the
 /// wait operations, the PI and requeue operations, `FUTEX_WAKE_OP`, every operation on a
 /// shared futex, and `futex_waitv`) and for `getrandom`: Rust's std and other runtimes call
