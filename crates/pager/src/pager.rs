@@ -1130,9 +1130,19 @@ impl Pager {
             self.own_area_pending.store(false, Relaxed);
         }
         let runs = self.pick_victims(&map, &mut rc, want.min(SCRATCH_PAGES));
+        // The runs go to consecutive parts of the scratch area, emptied once at the end: each
+        // `MADV_DONTNEED` of it is a TLB shootdown on every CPU running the program (an IPI on
+        // these VMs), once per batch instead of once per run (victims of a random walk are
+        // runs of one page).
         let mut done = 0;
+        let mut used = 0;
         for run in runs {
-            done += self.evict_run(&run, rc.scratch);
+            done += self.evict_run(&run, rc.scratch + used * PAGE);
+            used += run.n;
+        }
+        if used > 0 {
+            // SAFETY: the scratch pages are ours; their content was stored or copied back.
+            let _ = unsafe { sys::raw_madvise(rc.scratch, used * PAGE, libc::MADV_DONTNEED) };
         }
         done
     }
@@ -1387,8 +1397,6 @@ impl Pager {
                 }
             }
         }
-        // SAFETY: the scratch pages are ours; their content was stored or copied back.
-        let _ = unsafe { sys::raw_madvise(scratch, run.n * PAGE, libc::MADV_DONTNEED) };
         self.resident.fetch_sub(out as i64, Relaxed);
         self.uncharge(out as i64, inh);
         self.seg.evictions.fetch_add(out as u64, Relaxed);
