@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
 use crate::cgroup::{self, CgroupId};
 use crate::hooks::FaultHooks;
@@ -18,7 +18,7 @@ use crate::pool;
 use crate::pressure::{self, PressureConfig};
 use crate::shrink::ShrinkScan;
 use crate::stats::{Counters, Striped, G, NR_GLOBAL};
-use crate::worker::{WorkerCtl, WorkerState};
+use crate::worker::{WorkerCtl, WorkerLock, WorkerState};
 use crate::{BackingStore, Error, SwapFile, SwapSlot, MAX_AREAS, PAGE_SIZE};
 
 pub(crate) struct Area {
@@ -143,9 +143,9 @@ impl Zswap {
             hot_ops: Striped::new(),
             worker: WorkerCtl {
                 queued: AtomicBool::new(false),
-                state: Mutex::new(WorkerState::default()),
-                cv: Condvar::new(),
-                idle_cv: Condvar::new(),
+                state: WorkerLock::new(WorkerState::default()),
+                cv: std::sync::Condvar::new(),
+                idle_cv: std::sync::Condvar::new(),
             },
             faults: FaultHooks::new(),
             nodes,
@@ -570,9 +570,15 @@ impl Zswap {
         let w = &self.inner.worker;
         let mut st = w.state.lock();
         while (st.pending && !st.held) || st.running {
-            if w.idle_cv.wait_until(&mut st, deadline).timed_out() {
+            let now = Instant::now();
+            if now >= deadline {
                 return false;
             }
+            st = w
+                .idle_cv
+                .wait_timeout(st, deadline - now)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
         }
         true
     }

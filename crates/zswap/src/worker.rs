@@ -5,10 +5,8 @@
 //! It yields to stores and loads in flight (`HotGuard` counts them).
 
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, MutexGuard, PoisonError};
 use std::time::Duration;
-
-use parking_lot::{Condvar, Mutex};
 
 use crate::cache::Inner;
 use crate::shrink;
@@ -25,11 +23,30 @@ pub(crate) struct WorkerState {
     pub(crate) memcgs: Vec<u32>,
 }
 
+/// The worker's state lock and condition variables are std's, each a futex word of its own.
+/// parking_lot parks and wakes through a process-wide table of bucket locks: a process that
+/// forks while this worker parks or wakes (as holding it and waiting for it to go idle, just
+/// before a fork, makes it do) could hand the child a bucket locked by a thread it does not
+/// have, and the child's next park in that bucket would never return.
 pub(crate) struct WorkerCtl {
     pub(crate) queued: AtomicBool,
-    pub(crate) state: Mutex<WorkerState>,
+    pub(crate) state: WorkerLock,
     pub(crate) cv: Condvar,
     pub(crate) idle_cv: Condvar,
+}
+
+/// `std::sync::Mutex<WorkerState>` without poisoning (the state stays consistent: every
+/// critical section only sets flags).
+pub(crate) struct WorkerLock(std::sync::Mutex<WorkerState>);
+
+impl WorkerLock {
+    pub(crate) fn new(s: WorkerState) -> Self {
+        WorkerLock(std::sync::Mutex::new(s))
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, WorkerState> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Counts an operation in flight while alive.
@@ -77,7 +94,13 @@ impl Inner {
             {
                 let mut st = self.worker.state.lock();
                 while (!st.pending || st.held) && !st.stop {
-                    if self.worker.cv.wait_for(&mut st, PURGE_INTERVAL).timed_out() && !st.held {
+                    let (g, waited) = self
+                        .worker
+                        .cv
+                        .wait_timeout(st, PURGE_INTERVAL)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    st = g;
+                    if waited.timed_out() && !st.held {
                         // Idle: freed pool memory whose decay time passed goes back to the
                         // OS even if no store or free comes to do it. A run like any other:
                         // `wait_shrink_idle` waits for it, and a held worker (an embedder's
