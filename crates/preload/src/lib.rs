@@ -755,33 +755,25 @@ const THRD_BUSY: c_int = 1;
 /// Pins `objs` (address, length) for a futex wait and counts the wait if anything was pinned.
 fn pin_wait(objs: &[(*const c_void, usize)]) -> Pinned {
     let mut p = Pinned::none();
+    add_wait(&mut p, objs);
+    p
+}
+
+/// [`pin_wait`] into the pins `p` of a wrapper.
+fn add_wait(p: &mut Pinned, objs: &[(*const c_void, usize)]) {
     for &(a, l) in objs {
         p.add(a, l);
     }
     if p.any() {
         hooks::count_pinned_wait();
     }
-    p
 }
 
+/// `io_wrap!` for a blocking wait: pins its futex words and timeout for the call (see "futex
+/// waits" above) and counts it.
 macro_rules! wait_wrap {
     ($name:ident ($($a:ident: $t:ty),*) -> $r:ty; [$(($pa:expr, $pl:expr)),*]) => {
-        /// Pins its futex words and timeout for the call (see "futex waits" above).
-        ///
-        /// # Safety
-        /// As the libc function of the same name.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name($($a: $t),*) -> $r {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) });
-            let _pins = pin_wait(&[$(($pa as *const c_void, $pl)),*]);
-            // SAFETY: the libc function of the same name and signature.
-            unsafe {
-                let f: unsafe extern "C" fn($($t),*) -> $r = std::mem::transmute(S.get());
-                f($($a),*)
-            }
-        }
+        io_wrap!($name($($a: $t),*) -> $r; |p| { add_wait(&mut p, &[$(($pa as *const c_void, $pl)),*]) });
     };
 }
 
