@@ -93,6 +93,56 @@ fn same_output(budget: &str, cmd: &[&str]) -> serde_json::Value {
     same_output_with(budget, &[], cmd)
 }
 
+/// A python3 to run (the system's, not a pyenv shim), or a visible skip.
+fn python() -> Option<&'static str> {
+    let py = ["/usr/bin/python3", "/usr/local/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    if py.is_none() {
+        println!("SKIPPED: no python3");
+    }
+    py
+}
+
+/// `same_output`, but a run under uzswap that takes more than `secs` seconds (a hang) is
+/// killed, with its whole process group, and fails the test instead of stalling the suite.
+fn same_output_within(budget: &str, cmd: &[&str], secs: u64) -> serde_json::Value {
+    use std::os::unix::process::CommandExt;
+    let plain = Command::new(cmd[0]).args(&cmd[1..]).output().unwrap();
+    assert!(plain.status.success(), "plain run failed: {plain:?}");
+    ensure_preload();
+    let rep = workdir().join(format!("report-{}.json", cmd.join("_").replace('/', "_")));
+    let mut child = Command::new(uzswap())
+        .args(["run", "--memory-max", budget, "--report"])
+        .arg(&rep)
+        .arg("--")
+        .args(cmd)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            // SAFETY: signalling the process group this test started.
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            panic!("uzswap run {cmd:?} under {budget} did not finish within {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&plain.stdout),
+        "stdout differs under uzswap run; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "uzswap run failed: {out:?}");
+    report(&rep)
+}
+
 fn same_output_with(budget: &str, extra: &[&str], cmd: &[&str]) -> serde_json::Value {
     let plain = Command::new(cmd[0]).args(&cmd[1..]).output().unwrap();
     assert!(plain.status.success(), "plain run failed: {plain:?}");
@@ -402,17 +452,115 @@ fn python_subprocess_and_multiprocessing() {
     if !uffd_ok() {
         return;
     }
-    let py = ["/usr/bin/python3", "/usr/local/bin/python3"]
-        .into_iter()
-        .find(|p| Path::new(p).exists());
-    let Some(py) = py else {
-        println!("SKIPPED: no python3");
-        return;
-    };
+    let Some(py) = python() else { return };
     let script = workdir().join("mp.py");
     std::fs::write(&script, PY).unwrap();
     let r = same_output("24M", &[py, script.to_str().unwrap()]);
     assert!(r["faults"]["count"].as_u64().unwrap() > 100, "{r}");
+}
+
+/// A Python program that starts 300 processes with `subprocess` (a `vfork` child that execs):
+/// the exec's strings used to be pinned in the child, where a successful exec never unpinned
+/// them, so the parent's argv and envp pages reached the 255-pin limit and the next exec
+/// waited forever.
+const SPAWN_MANY: &str = r#"
+import subprocess
+blob = [bytes(4000) for _ in range(3000)]
+for i in range(300):
+    assert subprocess.run(["/bin/true"]).returncode == 0
+print("started", i + 1, len(blob))
+"#;
+
+#[test]
+fn hundreds_of_vfork_execs_leave_no_pin_behind() {
+    if !uffd_ok() {
+        return;
+    }
+    let Some(py) = python() else { return };
+    let script = workdir().join("spawn_many.py");
+    std::fs::write(&script, SPAWN_MANY).unwrap();
+    let r = same_output_within("8M", &[py, script.to_str().unwrap()], 240);
+    assert!(r["faults"]["count"].as_u64().unwrap() > 100, "{r}");
+}
+
+/// Forks from a thread while two other threads fault, and has every child start threads of
+/// its own: glibc hands a child's new threads the stacks of the parent's threads it does not
+/// have, so anything those threads left queued in the parent (parking_lot's wait queues:
+/// the cache's prefault thread, threads waiting for the regions lock) corrupts the child.
+const FORK_THREADS: &str = r#"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define PAGES 12288
+static uint64_t *buf;
+static atomic_int stop;
+static uint64_t val(size_t p) { return p * 0x9E3779B97F4A7C15ull; }
+static int check(size_t p) { return buf[p * 512] == val(p) && buf[p * 512 + 511] == ~val(p); }
+static void *toucher(void *a) {
+    uint64_t x = (uintptr_t)a * 7919 + 1, bad = 0;
+    while (!atomic_load(&stop)) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        size_t p = (x >> 33) % PAGES;
+        if (!check(p)) bad++;
+        buf[p * 512 + 1 + (x & 7)] = x;
+    }
+    return (void *)(uintptr_t)bad;
+}
+static void *forker(void *a) {
+    uintptr_t fails = 0;
+    for (int i = 0; i < 24; i++) {
+        pid_t c = fork();
+        if (c == 0) {
+            pthread_t t[2];
+            atomic_store(&stop, 0);
+            for (int k = 0; k < 2; k++) pthread_create(&t[k], 0, toucher, (void *)(uintptr_t)(k + 10 + i));
+            usleep(20000);
+            atomic_store(&stop, 1);
+            uintptr_t bad = 0;
+            for (int k = 0; k < 2; k++) { void *r; pthread_join(t[k], &r); bad += (uintptr_t)r; }
+            for (size_t p = 0; p < PAGES; p++) bad += !check(p);
+            _exit(bad ? 1 : 0);
+        }
+        int st = 0;
+        waitpid(c, &st, 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) fails++;
+    }
+    return (void *)fails;
+}
+int main(void) {
+    buf = malloc((size_t)PAGES * 4096);
+    for (size_t p = 0; p < PAGES; p++) {
+        for (int w = 0; w < 512; w++) buf[p * 512 + w] = w & 1 ? p : w;
+        buf[p * 512] = val(p); buf[p * 512 + 511] = ~val(p);
+    }
+    pthread_t t[2], f;
+    for (int k = 0; k < 2; k++) pthread_create(&t[k], 0, toucher, (void *)(uintptr_t)k);
+    pthread_create(&f, 0, forker, 0);
+    void *fails;
+    pthread_join(f, &fails);
+    atomic_store(&stop, 1);
+    uintptr_t bad = 0;
+    for (int k = 0; k < 2; k++) { void *r; pthread_join(t[k], &r); bad += (uintptr_t)r; }
+    for (size_t p = 0; p < PAGES; p++) bad += !check(p);
+    printf("children failed %lu, bad pages %lu\n", (unsigned long)(uintptr_t)fails, (unsigned long)bad);
+    return 0;
+}
+"#;
+
+#[test]
+fn forks_from_a_thread_while_others_fault_give_sound_children() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("fork_threads", FORK_THREADS, &[]);
+    for _ in 0..3 {
+        let r = same_output_within("16M", &[exe.to_str().unwrap()], 120);
+        assert!(r["faults"]["count"].as_u64().unwrap() > 1000, "{r}");
+    }
 }
 
 const SIGBUS_OWN: &str = r#"

@@ -19,6 +19,8 @@ pub struct Pinned {
     bufs: [(usize, usize); 8],
     n: usize,
     extra: Vec<(usize, usize)>,
+    /// False: only make the buffers resident (see [`Pinned::touching`]).
+    pin: bool,
 }
 
 impl Pinned {
@@ -27,6 +29,20 @@ impl Pinned {
             bufs: [(0, 0); 8],
             n: 0,
             extra: Vec::new(),
+            pin: true,
+        }
+    }
+
+    /// Makes the buffers resident without pinning them: for a call that may never return to
+    /// unpin (an `exec` in a `vfork` child, whose pins would stay on the parent's pages for
+    /// good: 255 `subprocess.run` calls then saturated a page's pin count and the next exec
+    /// waited forever). Such a call must be retried if it meets an evicted page after all.
+    pub const fn touching() -> Pinned {
+        Pinned {
+            bufs: [(0, 0); 8],
+            n: 0,
+            extra: Vec::new(),
+            pin: false,
         }
     }
 
@@ -38,7 +54,7 @@ impl Pinned {
         if sys::in_pager() || len == 0 || !p.maybe_managed(a, len) {
             return;
         }
-        if p.pin_range(a, len, true) {
+        if p.pin_range(a, len, self.pin) && self.pin {
             if self.n < self.bufs.len() {
                 self.bufs[self.n] = (a, len);
                 self.n += 1;
@@ -331,7 +347,15 @@ pub struct ExecGuard {
     _pins: Pinned,
     retired: bool,
     paused: bool,
+    /// In a `vfork` child: the exec's strings, to make resident again before a retry.
+    vfork_args: Option<[usize; 3]>,
+    retries: u32,
 }
+
+/// How often an exec in a `vfork` child is retried after EFAULT (the parent's other threads
+/// evicted one of its strings between touching it and the kernel copying it: a window of
+/// microseconds against reclaim, so one retry is almost always enough).
+const VFORK_EXEC_RETRIES: u32 = 64;
 
 impl ExecGuard {
     /// # Safety
@@ -341,7 +365,16 @@ impl ExecGuard {
         argv: *const *const libc::c_char,
         envp: *const *const libc::c_char,
     ) -> ExecGuard {
-        let mut pins = Pinned::none();
+        // In a vfork child (the parent's memory, another pid) nothing of the parent's may
+        // change: a successful exec never comes back to undo it. Not even a pin: the strings
+        // are only made resident, and the exec is retried if the parent's other threads
+        // evicted one meanwhile (`retry_after_efault`).
+        let vfork_child = crate::pager().is_some_and(|p| p.pid.load(Relaxed) != sys::getpid());
+        let mut pins = if vfork_child {
+            Pinned::touching()
+        } else {
+            Pinned::none()
+        };
         // SAFETY: forwarded contract.
         unsafe {
             pins.add_str(path);
@@ -351,10 +384,7 @@ impl ExecGuard {
         let mut retired = false;
         let mut paused = false;
         if let Some(p) = crate::pager() {
-            // In a vfork child (the parent's memory, another pid) nothing of the parent's may
-            // change: a successful exec never comes back to undo it. The pins keep argv and
-            // envp in place against the parent's other threads.
-            if p.pid.load(Relaxed) == sys::getpid() {
+            if !vfork_child {
                 p.pause();
                 paused = true;
                 let _b = SigBlock::new();
@@ -366,7 +396,30 @@ impl ExecGuard {
             _pins: pins,
             retired,
             paused,
+            vfork_args: vfork_child.then_some([path as usize, argv as usize, envp as usize]),
+            retries: 0,
         }
+    }
+
+    /// After the exec failed with `err`: whether to call it again. Only in a `vfork` child and
+    /// only after EFAULT (an exec that fails with EFAULT has changed nothing yet: the kernel
+    /// copies the strings before the point of no return), with the strings made resident again.
+    pub fn retry_after_efault(&mut self, err: i32) -> bool {
+        let Some([path, argv, envp]) = self.vfork_args else {
+            return false;
+        };
+        if err != libc::EFAULT || self.retries >= VFORK_EXEC_RETRIES {
+            return false;
+        }
+        self.retries += 1;
+        let mut touch = Pinned::touching();
+        // SAFETY: the same arguments `new` was given, as valid as they were then.
+        unsafe {
+            touch.add_str(path as *const libc::c_char);
+            touch.add_strv(argv as *const *const libc::c_char);
+            touch.add_strv(envp as *const *const libc::c_char);
+        }
+        true
     }
 }
 
@@ -396,6 +449,7 @@ pub fn fork_prepare() {
 
 pub fn fork_parent() {
     if let Some(p) = crate::pager() {
+        p.wait_for_fork_child();
         p.unlock_after_fork();
         p.resume();
     }
@@ -403,8 +457,9 @@ pub fn fork_parent() {
 
 pub fn fork_child() {
     if let Some(p) = crate::pager() {
-        p.unlock_after_fork();
-        if let Err(e) = p.after_fork_child() {
+        // SAFETY: the fork child, one thread, before the pager starts its reclaim thread.
+        let r = unsafe { p.unlock_after_fork_child() }.and_then(|()| p.after_fork_child());
+        if let Err(e) = r {
             let msg = format!("uzswap: fork child could not take over its memory: {e}\n");
             sys::raw_stderr(msg.as_bytes());
             // SAFETY: ending the child; its memory can't be served.

@@ -264,6 +264,9 @@ pub struct Pager {
     /// A fork child that had no evicted page at fork takes its own swap area at its first
     /// eviction instead of at fork (most children of a shell exec or exit first).
     own_area_pending: AtomicBool,
+    /// Across a fork whose child must copy blocks out of this process's swap file: a pipe
+    /// (read end, write end; -1 without) the child closes once it has its own area.
+    fork_handshake: [AtomicI32; 2],
     /// Resident pages inherited from the fork parent not yet uncharged (not in the tree total).
     inherited: AtomicI64,
     /// This process's slot in the segment's process table (usize::MAX: none).
@@ -335,6 +338,7 @@ impl Pager {
             warmups: AtomicU64::new(0),
             starved_at: AtomicI64::new(-1),
             own_area_pending: AtomicBool::new(false),
+            fork_handshake: [AtomicI32::new(-1), AtomicI32::new(-1)],
             inherited: AtomicI64::new(0),
             proc_slot: AtomicUsize::new(usize::MAX),
             rec: std::env::var("UZSWAP_TRACE_DIR")
@@ -965,6 +969,8 @@ impl Pager {
                     let s = r.state(i).load(Relaxed);
                     if region::kind(s) != RESIDENT {
                         filled = true;
+                    } else if !pin {
+                        continue; // resident is all that was asked
                     }
                     // A system call's buffer: read or written, unknown here.
                     self.fill(r, i, pin, true);
@@ -1095,9 +1101,14 @@ impl Pager {
                     if self.pid.load(Relaxed) != me {
                         return; // a fork child's copy of a parent thread: never runs
                     }
-                    self.publish_pool();
-                    self.publish_charge();
-                    self.seg.collect_dead(me);
+                    {
+                        // Under the regions lock, as eviction is, so that a fork never finds
+                        // this thread inside the cache's locks (`lock_for_fork`).
+                        let _map = self.regions.read_recursive();
+                        self.publish_pool();
+                        self.publish_charge();
+                        self.seg.collect_dead(me);
+                    }
                     // Bounded per wake-up: a tree whose memory is elsewhere is not this
                     // thread's to spin on.
                     let mut rounds = 0;
@@ -1572,14 +1583,94 @@ impl Pager {
             .zswap
             .wait_shrink_idle(std::time::Duration::from_secs(10));
         std::mem::forget(self.regions.write());
+        // A child with evicted pages copies them to an area of its own at once; those written
+        // back are blocks of this process's file, which this process frees, reuses and
+        // punches as it goes on. So when the file holds blocks, this process waits for the
+        // child to have copied them (`wait_for_fork_child`), still holding what it took here.
+        let area = self.areas[self.cur_area.load(Relaxed) as usize].get();
+        if area.is_some_and(|f| f.stats().blocks_stored > 0) {
+            let mut fds = [-1; 2];
+            // Pager code: the `pipe2` wrapper would pin `fds`, taking the regions lock we hold.
+            let _g = InPager::enter();
+            // SAFETY: a two-int array for pipe2 to fill.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == 0 {
+                self.fork_handshake[0].store(fds[0], Relaxed);
+                self.fork_handshake[1].store(fds[1], Relaxed);
+            }
+        }
     }
 
-    /// fork, parent and child: release what `lock_for_fork` took.
+    /// fork, parent: wait until the child has copied what it needs of this process's swap
+    /// file (it closes its end of the pipe then, or by exiting).
+    pub fn wait_for_fork_child(&self) {
+        let r = self.fork_handshake[0].swap(-1, Relaxed);
+        let w = self.fork_handshake[1].swap(-1, Relaxed);
+        if r < 0 {
+            return;
+        }
+        let _g = InPager::enter();
+        // SAFETY: the pipe made in `lock_for_fork`: our ends, closed once each; one byte read
+        // into a local.
+        unsafe {
+            libc::close(w);
+            let mut b = 0u8;
+            while libc::read(r, (&mut b as *mut u8).cast(), 1) < 0 && sys::errno() == libc::EINTR {}
+            libc::close(r);
+        }
+    }
+
+    /// fork, child: the parent may go on (see `wait_for_fork_child`).
+    fn release_fork_parent(&self) {
+        let r = self.fork_handshake[0].swap(-1, Relaxed);
+        let w = self.fork_handshake[1].swap(-1, Relaxed);
+        if r >= 0 {
+            // SAFETY: the child's copies of the pipe's two ends, closed once each.
+            unsafe {
+                libc::close(r);
+                libc::close(w);
+            }
+        }
+    }
+
+    /// fork, parent: release what `lock_for_fork` took.
     pub fn unlock_after_fork(&self) {
         // SAFETY: `lock_for_fork` took the write lock and forgot its guard; this is its one
-        // matching release (in each of the two processes).
+        // matching release in this process.
         unsafe { self.regions.force_unlock_write() };
         self.zswap.hold_shrink_worker(false);
+    }
+
+    /// fork, child: release what `lock_for_fork` took, after making the child's copies of the
+    /// locks its own. Threads of the parent that were parked on the regions lock at the fork
+    /// (the program's, entering a fault or a wrapped call while the parent forked) are still
+    /// in the child's copy of parking_lot's wait queues, in memory glibc hands to the child's
+    /// next threads as their stacks: the new thread would rewrite the stale entry as its own
+    /// and corrupt the queue. Drop them all from it before any thread starts. The cache's
+    /// background threads are the parent's too: the cache starts its own.
+    ///
+    /// # Safety
+    /// Only in the child of a fork prepared by `lock_for_fork`, before it starts any thread.
+    pub unsafe fn unlock_after_fork_child(&self) -> Result<(), String> {
+        // The cache's new thread inherits both: pager code, every signal blocked.
+        let _g = InPager::enter();
+        let _b = sys::SigBlock::new();
+        // SAFETY: the regions lock's two wait-queue keys (parking_lot's `RawRwLock` parks
+        // readers and writers at its address, a writer waiting for readers at its address + 1);
+        // every thread queued there is the parent's, none is in this process to be woken.
+        unsafe {
+            let key = self.regions.raw() as *const _ as usize;
+            for k in [key, key + 1] {
+                parking_lot_core::unpark_all(k, parking_lot_core::DEFAULT_UNPARK_TOKEN);
+            }
+        }
+        // SAFETY: as in `unlock_after_fork`; the queue is empty, the parked bits are cleared by
+        // the next contended unlock.
+        unsafe { self.regions.force_unlock_write() };
+        // SAFETY: the caller's guarantee: a fork child with one thread.
+        unsafe { self.zswap.after_fork_child() }.map_err(|e| format!("cache: {e}"))?;
+        // The new worker stays held until `after_fork_child` has moved the pages to an area of
+        // the child's own: until then the pool's entries are slots of the parent's file.
+        Ok(())
     }
 
     /// Fork child: the inherited userfaultfd still acts on the parent, and the child's copies of
@@ -1661,6 +1752,8 @@ impl Pager {
             self.scanner.close();
         }
         self.inherited.store(inh, Relaxed);
+        self.release_fork_parent();
+        self.zswap.hold_shrink_worker(false);
         self.seg.processes.fetch_add(1, Relaxed);
         self.proc_slot.store(usize::MAX, Relaxed);
         self.join_tree();

@@ -1131,6 +1131,28 @@ stdio_wrap!(fwrite_unlocked, *const c_void);
 type Execve =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
 
+/// Runs an exec call under an [`ExecGuard`] for `path`, `argv` and `envp` (again, in a vfork
+/// child, if it met an evicted string: see `ExecGuard::retry_after_efault`).
+///
+/// # Safety
+/// `argv`/`envp` as for `execve(2)`, `path` a C string or null.
+unsafe fn guarded_exec(
+    path: *const c_char,
+    argv: *const *const c_char,
+    envp: *const *const c_char,
+    call: impl Fn() -> c_int,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    let mut g = unsafe { ExecGuard::new(path, argv, envp) };
+    loop {
+        let r = call();
+        if r == -1 && g.retry_after_efault(sys::errno()) {
+            continue;
+        }
+        return r;
+    }
+}
+
 /// # Safety
 /// As `execve(2)`.
 #[no_mangle]
@@ -1140,11 +1162,10 @@ pub unsafe extern "C" fn execve(
     envp: *const *const c_char,
 ) -> c_int {
     static S: NextSym = NextSym::new(c"execve");
-    // SAFETY: forwarded with argv/envp resident.
+    // SAFETY: libc's execve, forwarded with argv/envp resident.
     unsafe {
-        let _g = ExecGuard::new(path, argv, envp);
         let f: Execve = std::mem::transmute(S.get());
-        f(path, argv, envp)
+        guarded_exec(path, argv, envp, || f(path, argv, envp))
     }
 }
 
@@ -1165,11 +1186,10 @@ pub unsafe extern "C" fn execvpe(
     envp: *const *const c_char,
 ) -> c_int {
     static S: NextSym = NextSym::new(c"execvpe");
-    // SAFETY: forwarded with argv/envp resident.
+    // SAFETY: libc's execvpe, forwarded with argv/envp resident.
     unsafe {
-        let _g = ExecGuard::new(file, argv, envp);
         let f: Execve = std::mem::transmute(S.get());
-        f(file, argv, envp)
+        guarded_exec(file, argv, envp, || f(file, argv, envp))
     }
 }
 
@@ -1190,12 +1210,11 @@ pub unsafe extern "C" fn fexecve(
     envp: *const *const c_char,
 ) -> c_int {
     static S: NextSym = NextSym::new(c"fexecve");
-    // SAFETY: forwarded with argv/envp resident.
+    // SAFETY: libc's fexecve, forwarded with argv/envp resident.
     unsafe {
-        let _g = ExecGuard::new(std::ptr::null(), argv, envp);
         let f: unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int =
             std::mem::transmute(S.get());
-        f(fd, argv, envp)
+        guarded_exec(std::ptr::null(), argv, envp, || f(fd, argv, envp))
     }
 }
 

@@ -66,7 +66,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
 use crate::class::MAX_CHAIN_SIZE;
 use crate::{Error, PAGE_SIZE};
@@ -251,6 +251,11 @@ struct ArenaInner {
     returned: [BTreeSet<u32>; 2],
     /// Chunks handed to the prefault thread, oldest first.
     prepared: VecDeque<u32>,
+    /// The prefault thread's work queue; replaced in a fork child (see
+    /// [`Arena::after_fork_child`]).
+    prefault: Arc<Prefault>,
+    /// The prefault thread, started by the first chunk it is given.
+    prefault_thread: Option<std::thread::JoinHandle<()>>,
     /// Pages in `cached`.
     cached_pages: usize,
     /// Frames below this index are read-write.
@@ -273,10 +278,26 @@ struct ArenaInner {
 /// stores to fault in the next chunks.
 const PREFAULT_AFTER: usize = CHUNK_FRAMES / 2;
 
-/// Work queue of the prefault thread.
+/// Work queue of the prefault thread. Its lock and condition variable are std's (a futex word
+/// each, waiters kept by the kernel): the thread waits here whenever it is idle, and with
+/// parking_lot it would sit at every fork in the process-wide table of parked threads, which a
+/// fork child inherits. glibc gives a child's new threads the stacks (and thread-local storage)
+/// of the parent's threads the child does not have, so the child's reclaim thread then
+/// rewrote that stale queue entry as its own and corrupted the table (a fork child crashed in
+/// `park` about one run in ten of a Python `multiprocessing` pool).
+#[derive(Default)]
 struct Prefault {
-    state: Mutex<PrefaultState>,
-    cv: Condvar,
+    state: std::sync::Mutex<PrefaultState>,
+    cv: std::sync::Condvar,
+}
+
+impl Prefault {
+    fn state(&self) -> std::sync::MutexGuard<'_, PrefaultState> {
+        // Every critical section only moves chunk numbers between fields: never half done.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 #[derive(Default)]
@@ -297,9 +318,6 @@ pub(crate) struct Arena {
     small_base: u32,
     epoch: Instant,
     inner: Mutex<ArenaInner>,
-    prefault: Arc<Prefault>,
-    /// The prefault thread, started by the first chunk it is given.
-    prefault_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 // SAFETY: the arena's memory is plain bytes reached through `base`; all mutation of the
@@ -385,7 +403,7 @@ impl ArenaInner {
     }
 
     /// Releases the chunks whose decay time has passed into `out`.
-    fn take_expired(&mut self, now: u64, prefault: &Prefault, out: &mut Vec<Release>) {
+    fn take_expired(&mut self, now: u64, out: &mut Vec<Release>) {
         if now < self.next_expiry {
             return;
         }
@@ -408,7 +426,7 @@ impl ArenaInner {
         let mut keep = VecDeque::new();
         while let Some(c) = self.prepared.pop_front() {
             let expiry = self.chunks.get(c).last_free.saturating_add(decay);
-            if expiry <= now && self.unprepare(c, prefault, out) {
+            if expiry <= now && self.unprepare(c, out) {
                 continue;
             }
             next = next.min(expiry.max(now + 1));
@@ -420,8 +438,8 @@ impl ArenaInner {
 
     /// Takes prepared chunk `c` back from the prefault thread to give it back; false if the
     /// thread is populating it right now (try again later).
-    fn unprepare(&mut self, c: u32, prefault: &Prefault, out: &mut Vec<Release>) -> bool {
-        let mut st = prefault.state.lock();
+    fn unprepare(&mut self, c: u32, out: &mut Vec<Release>) -> bool {
+        let mut st = self.prefault.state();
         if st.busy == Some(c) {
             return false;
         }
@@ -549,12 +567,9 @@ impl Arena {
                 prefault_armed: false,
                 next_expiry: u64::MAX,
                 policy,
+                prefault: Arc::default(),
+                prefault_thread: None,
             }),
-            prefault: Arc::new(Prefault {
-                state: Mutex::new(PrefaultState::default()),
-                cv: Condvar::new(),
-            }),
-            prefault_thread: Mutex::new(None),
         })
     }
 
@@ -580,11 +595,11 @@ impl Arena {
                 g.next_expiry = 0;
             }
             let now = self.now_ms();
-            g.take_expired(now, &self.prefault, &mut out);
+            g.take_expired(now, &mut out);
             g.take_oldest(policy.max_cached_pages, &mut out);
             while g.prepared.len() > policy.prefault_chunks {
                 let c = g.prepared.pop_back().expect("non-empty");
-                if !g.unprepare(c, &self.prefault, &mut out) {
+                if !g.unprepare(c, &mut out) {
                     g.prepared.push_back(c);
                     break;
                 }
@@ -593,6 +608,39 @@ impl Arena {
         };
         self.release(out);
         released
+    }
+
+    /// In a fork child: the prefault thread is the parent's and is not in this process. Give
+    /// the child a queue of its own (a thread is started for it by the next chunk queued) and
+    /// put back on it the prepared chunks the parent's thread had not finished, the one it was
+    /// busy with included (writing a byte per page of a chunk no zspage uses changes nothing).
+    /// The old queue's lock is only tried: the parent's thread may have held it at the fork,
+    /// and then every prepared chunk counts as not populated (the pool faults it in as it
+    /// carves it, as it does a chunk taken back from the queue). The child must not have
+    /// started threads of its own yet.
+    pub(crate) fn after_fork_child(&self) {
+        let mut g = self.inner.lock();
+        let old = std::mem::take(&mut g.prefault);
+        // The handle names a thread of the parent: never join or detach it here.
+        std::mem::forget(g.prefault_thread.take());
+        let unfinished: Vec<u32> = match old.state.try_lock() {
+            Ok(st) => st.queue.iter().copied().chain(st.busy).collect(),
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                let st = p.into_inner();
+                st.queue.iter().copied().chain(st.busy).collect()
+            }
+            Err(std::sync::TryLockError::WouldBlock) => g.prepared.iter().copied().collect(),
+        };
+        // The parent's thread holds a reference to `old` that is never dropped here: leak ours
+        // too rather than run the destructor of a lock that may be held.
+        std::mem::forget(old);
+        let mut st = g.prefault.state();
+        st.queue.extend(
+            g.prepared
+                .iter()
+                .copied()
+                .filter(|c| unfinished.contains(c)),
+        );
     }
 
     fn now_ms(&self) -> u64 {
@@ -669,7 +717,8 @@ impl Arena {
     fn open_chunk(&self, g: &mut ArenaInner) -> bool {
         // The first prepared chunk the prefault thread is not working on: done, or not
         // started (then taken back and faulted in here, outside the class lock).
-        let mut st = self.prefault.state.lock();
+        let pf = g.prefault.clone();
+        let mut st = pf.state();
         let pick = g.prepared.iter().position(|&c| st.busy != Some(c));
         let next = match pick {
             Some(i) => {
@@ -760,17 +809,16 @@ impl Arena {
             g.next_expiry = g
                 .next_expiry
                 .min(now.saturating_add(g.policy.free_page_decay_ms));
-            self.prefault.state.lock().queue.push_back(c);
+            g.prefault.state().queue.push_back(c);
             added = true;
         }
         if added {
-            self.prefault.cv.notify_one();
-            let mut t = self.prefault_thread.lock();
-            if t.is_none() {
-                let pf = self.prefault.clone();
+            g.prefault.cv.notify_one();
+            if g.prefault_thread.is_none() {
+                let pf = g.prefault.clone();
                 let base = self.base as usize;
                 let frames = self.frames;
-                *t = std::thread::Builder::new()
+                g.prefault_thread = std::thread::Builder::new()
                     .name("zsmalloc-prefault".into())
                     .spawn(move || prefault_loop(&pf, base, frames))
                     .ok();
@@ -787,7 +835,7 @@ impl Arena {
         let got = {
             let mut g = self.inner.lock();
             let now = self.now_ms();
-            g.take_expired(now, &self.prefault, &mut out);
+            g.take_expired(now, &mut out);
             let mut got = g.take_cached(n).map(|f| (f, true));
             // The open chunk's tail before the holes given back, if it is resident; else the
             // holes first (both fault, and the holes keep memory packed).
@@ -889,7 +937,7 @@ impl Arena {
                 g.cached_pages += n;
                 let expiry = now.saturating_add(policy.free_page_decay_ms);
                 g.next_expiry = g.next_expiry.min(expiry);
-                g.take_expired(now, &self.prefault, &mut out);
+                g.take_expired(now, &mut out);
                 if g.cached_pages > policy.max_cached_pages {
                     // Hysteresis: drop to 3/4 of the bound so the next discards batch up.
                     let target = policy.max_cached_pages - policy.max_cached_pages / 4;
@@ -952,7 +1000,7 @@ impl Arena {
             let mut g = self.inner.lock();
             let before = g.cached_pages;
             let now = self.now_ms();
-            g.take_expired(now, &self.prefault, &mut out);
+            g.take_expired(now, &mut out);
             before - g.cached_pages
         };
         self.release(out);
@@ -968,7 +1016,7 @@ impl Arena {
             let pages = g.take_all(&mut out);
             let mut keep = VecDeque::new();
             while let Some(c) = g.prepared.pop_front() {
-                if !g.unprepare(c, &self.prefault, &mut out) {
+                if !g.unprepare(c, &mut out) {
                     keep.push_back(c);
                 }
             }
@@ -1096,7 +1144,7 @@ impl Arena {
 fn prefault_loop(pf: &Prefault, base: usize, frames: usize) {
     loop {
         let c = {
-            let mut st = pf.state.lock();
+            let mut st = pf.state();
             st.busy = None;
             loop {
                 if st.stop {
@@ -1106,7 +1154,10 @@ fn prefault_loop(pf: &Prefault, base: usize, frames: usize) {
                     st.busy = Some(c);
                     break c;
                 }
-                pf.cv.wait(&mut st);
+                st = pf
+                    .cv
+                    .wait(st)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
         };
         let start = c as usize * CHUNK_FRAMES;
@@ -1122,9 +1173,10 @@ fn prefault_loop(pf: &Prefault, base: usize, frames: usize) {
 
 impl Drop for Arena {
     fn drop(&mut self) {
-        self.prefault.state.lock().stop = true;
-        self.prefault.cv.notify_all();
-        if let Some(t) = self.prefault_thread.get_mut().take() {
+        let g = self.inner.get_mut();
+        g.prefault.state().stop = true;
+        g.prefault.cv.notify_all();
+        if let Some(t) = g.prefault_thread.take() {
             let _ = t.join();
         }
         // SAFETY: `map_base` came from `sys::reserve` with this length, and `&mut self` proves
@@ -1492,7 +1544,7 @@ mod tests {
         }
         // A pool this small (a short-lived process's, say) prefaults nothing.
         assert_eq!(a.slack_pages(), 0);
-        assert!(a.prefault_thread.lock().is_none());
+        assert!(a.inner.lock().prefault_thread.is_none());
         // Half a chunk carved: chunks 1 and 2 are prefaulted while the rest of chunk 0 is.
         let mut runs: Vec<u32> = (0..31).map(|_| a.alloc_run(8).unwrap()).collect();
         assert_eq!(a.slack_pages(), 2 * CHUNK_FRAMES);

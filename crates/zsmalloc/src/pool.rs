@@ -385,6 +385,13 @@ impl Pool {
         self.arena.trim()
     }
 
+    /// Call in a fork child before it starts threads of its own: the pool's prefault thread
+    /// belongs to the parent, so the child gets a work queue of its own (and a thread for it
+    /// once it grows again). The pool's contents are the child's copy and stay as they are.
+    pub fn after_fork_child(&self) {
+        self.arena.after_fork_child();
+    }
+
     /// Returns the cached pages whose decay time ([`MemoryPolicy::free_page_decay_ms`]) has
     /// passed to the OS; returns how many. Zspage allocations and frees do this on their own;
     /// an idle pool's owner can call it from a timer.

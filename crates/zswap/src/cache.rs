@@ -554,6 +554,35 @@ impl Zswap {
         }
     }
 
+    /// Call in a fork child, before it starts threads of its own and before anything else of
+    /// this cache is used: the background threads (the shrink worker, each pool's prefault
+    /// thread) are the parent's and are not in the child. The child gets a shrink worker of
+    /// its own (held or not as the parent's was at the fork) and its pools queues of their
+    /// own. Hold the worker and wait for it to go idle before the fork
+    /// ([`Zswap::hold_shrink_worker`], [`Zswap::wait_shrink_idle`]), so that no entry is in
+    /// flight in the child's copy.
+    ///
+    /// # Safety
+    /// Only in the child of `fork`, while it runs no thread but the caller's.
+    pub unsafe fn after_fork_child(&self) -> Result<(), Error> {
+        // SAFETY: the caller's guarantee (no other thread, so no guard of the lock).
+        unsafe { self.inner.worker.state.reset_in_fork_child() };
+        for p in self.inner.pools.live() {
+            p.zs.after_fork_child();
+        }
+        let mut h = self.worker.lock();
+        // The handle names the parent's thread: never join or detach it here.
+        std::mem::forget(h.take());
+        let w = self.inner.clone();
+        *h = Some(
+            std::thread::Builder::new()
+                .name("zswap-shrink".into())
+                .spawn(move || w.worker_main())
+                .map_err(Error::WorkerSpawn)?,
+        );
+        Ok(())
+    }
+
     /// True if a store queued the background worker and it has not started yet (one atomic
     /// load: cheap enough to poll after every operation).
     pub fn shrink_worker_queued(&self) -> bool {

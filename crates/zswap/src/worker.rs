@@ -4,6 +4,7 @@
 //! cgroups over zswap.max in asynchronous mode; idle, it returns expired cached pool memory.
 //! It yields to stores and loads in flight (`HotGuard` counts them).
 
+use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -36,16 +37,39 @@ pub(crate) struct WorkerCtl {
 }
 
 /// `std::sync::Mutex<WorkerState>` without poisoning (the state stays consistent: every
-/// critical section only sets flags).
-pub(crate) struct WorkerLock(std::sync::Mutex<WorkerState>);
+/// critical section only sets flags), which a fork child can make its own again.
+pub(crate) struct WorkerLock(UnsafeCell<std::sync::Mutex<WorkerState>>);
+
+// SAFETY: the cell is only written by `reset_in_fork_child`, whose caller guarantees that no
+// other thread and no guard exists; otherwise it is only read (a `&Mutex`, itself Sync).
+unsafe impl Sync for WorkerLock {}
 
 impl WorkerLock {
     pub(crate) fn new(s: WorkerState) -> Self {
-        WorkerLock(std::sync::Mutex::new(s))
+        WorkerLock(UnsafeCell::new(std::sync::Mutex::new(s)))
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, WorkerState> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        // SAFETY: a shared reference; the cell is replaced only with no reference alive (below).
+        let m = unsafe { &*self.0.get() };
+        m.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A fork child's copy of the lock: the parent's worker may have held it at the fork (it
+    /// takes it when it wakes), and that thread is not in the child. Replace it by an unlocked
+    /// lock over the same state, with no run in progress.
+    ///
+    /// # Safety
+    /// Only in a fork child that runs no thread but the caller, with no guard of this lock
+    /// alive.
+    pub(crate) unsafe fn reset_in_fork_child(&self) {
+        // SAFETY: the caller's guarantee makes this the only reference to the cell's content.
+        let m = unsafe { &mut *self.0.get() };
+        let st = std::mem::take(m.get_mut().unwrap_or_else(PoisonError::into_inner));
+        *m = std::sync::Mutex::new(WorkerState {
+            running: false,
+            ..st
+        });
     }
 }
 
