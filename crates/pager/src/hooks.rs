@@ -442,7 +442,6 @@ impl Drop for ExecGuard {
 /// table and cache).
 pub fn fork_prepare() {
     if let Some(p) = crate::pager() {
-        p.pause();
         p.lock_for_fork();
     }
 }

@@ -1572,16 +1572,21 @@ impl Pager {
         self.join_tree();
     }
 
-    /// fork, prepare: hold the regions table exclusively across the fork, so no fault or
-    /// eviction of another thread is half done in the child's copy.
+    /// fork, prepare: pause eviction and hold the regions table exclusively across the fork,
+    /// so no fault or eviction of another thread is half done in the child's copy (`resume`
+    /// and `unlock_after_fork*` undo it).
     pub fn lock_for_fork(&self) {
         // The cache's background shrink worker marks slots in flight while it writes entries
         // back; a child forked meanwhile would inherit the mark with no thread to clear it,
-        // and wait on that slot forever. Hold the worker and let a run in progress finish.
+        // and wait on that slot forever. Hold the worker and let a run in progress finish,
+        // before pausing eviction: a writeback run can take a while, and the program's other
+        // threads go on faulting meanwhile (paused first, a parent reached 39 MiB resident
+        // under a 16M budget while it waited).
         self.zswap.hold_shrink_worker(true);
         let _ = self
             .zswap
             .wait_shrink_idle(std::time::Duration::from_secs(10));
+        self.pause();
         std::mem::forget(self.regions.write());
         // A child with evicted pages copies them to an area of its own at once; those written
         // back are blocks of this process's file, which this process frees, reuses and
