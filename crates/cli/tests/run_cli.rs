@@ -505,7 +505,11 @@ static void *toucher(void *a) {
     while (!atomic_load(&stop)) {
         x = x * 6364136223846793005ull + 1442695040888963407ull;
         size_t p = (x >> 33) % PAGES;
-        if (!check(p)) bad++;
+        if (!check(p)) {
+            if (!bad++)
+                fprintf(stderr, "pid %d saw page %zu: words 0, 511 are %lx %lx, want %lx\n", (int)getpid(), p,
+                        buf[p * 512], buf[p * 512 + 511], val(p));
+        }
         buf[p * 512 + 1 + (x & 7)] = x;
     }
     return (void *)(uintptr_t)bad;
@@ -545,7 +549,14 @@ int main(void) {
     atomic_store(&stop, 1);
     uintptr_t bad = 0;
     for (int k = 0; k < 2; k++) { void *r; pthread_join(t[k], &r); bad += (uintptr_t)r; }
-    for (size_t p = 0; p < PAGES; p++) bad += !check(p);
+    int shown = 0;
+    for (size_t p = 0; p < PAGES; p++)
+        if (!check(p)) {
+            bad++;
+            if (shown++ < 8)   /* on stderr, which a failing test prints */
+                fprintf(stderr, "page %zu: words 0, 1, 2, 511 are %lx %lx %lx %lx, want %lx, %lx\n", p,
+                        buf[p * 512], buf[p * 512 + 1], buf[p * 512 + 2], buf[p * 512 + 511], val(p), ~val(p));
+        }
     printf("children failed %lu, bad pages %lu\n", (unsigned long)(uintptr_t)fails, (unsigned long)bad);
     return 0;
 }
