@@ -560,7 +560,8 @@ impl Zswap {
     /// its own (held or not as the parent's was at the fork) and its pools queues of their
     /// own. Hold the worker and wait for it to go idle before the fork
     /// ([`Zswap::hold_shrink_worker`], [`Zswap::wait_shrink_idle`]), so that no entry is in
-    /// flight in the child's copy.
+    /// flight in the child's copy. A pressure monitor ([`Zswap::start_pressure_monitor`]) is
+    /// the parent's too and is not restarted: start one again in the child if it needs it.
     ///
     /// # Safety
     /// Only in the child of `fork`, while it runs no thread but the caller's.
