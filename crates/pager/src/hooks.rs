@@ -25,11 +25,15 @@ pub struct Pinned {
 
 impl Pinned {
     pub const fn none() -> Pinned {
+        Pinned::with_pins(true)
+    }
+
+    const fn with_pins(pin: bool) -> Pinned {
         Pinned {
             bufs: [(0, 0); 8],
             n: 0,
             extra: Vec::new(),
-            pin: true,
+            pin,
         }
     }
 
@@ -38,12 +42,7 @@ impl Pinned {
     /// good: 255 `subprocess.run` calls then saturated a page's pin count and the next exec
     /// waited forever). Such a call must be retried if it meets an evicted page after all.
     pub const fn touching() -> Pinned {
-        Pinned {
-            bufs: [(0, 0); 8],
-            n: 0,
-            extra: Vec::new(),
-            pin: false,
-        }
+        Pinned::with_pins(false)
     }
 
     /// Pins `[addr, addr+len)` if it touches managed memory.
