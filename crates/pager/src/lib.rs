@@ -96,6 +96,7 @@ pub fn init() -> Result<&'static Pager, String> {
 pub fn warm_thread() {
     let Some(p) = PAGER.get() else { return };
     let _g = sys::InPager::enter();
+    let _no_fork = p.fork_excluded();
     let page = [0x5au8; region::PAGE];
     let mut out = [0u8; region::PAGE];
     let slot = match p.swap().alloc_slot() {

@@ -1039,7 +1039,10 @@ impl Pager {
     }
 
     fn publish_pool(&self) {
-        let p = self.zswap.pool_total_pages() as i64;
+        let p = {
+            let _no_fork = self.fork_excluded();
+            self.zswap.pool_total_pages() as i64
+        };
         let old = self.pool_published.swap(p, Relaxed);
         if p != old {
             self.seg.pool_pages.fetch_add(p - old, Relaxed);
@@ -1101,14 +1104,9 @@ impl Pager {
                     if self.pid.load(Relaxed) != me {
                         return; // a fork child's copy of a parent thread: never runs
                     }
-                    {
-                        // Under the regions lock, as eviction is, so that a fork never finds
-                        // this thread inside the cache's locks (`lock_for_fork`).
-                        let _map = self.regions.read_recursive();
-                        self.publish_pool();
-                        self.publish_charge();
-                        self.seg.collect_dead(me);
-                    }
+                    self.publish_pool();
+                    self.publish_charge();
+                    self.seg.collect_dead(me);
                     // Bounded per wake-up: a tree whose memory is elsewhere is not this
                     // thread's to spin on.
                     let mut rounds = 0;
@@ -1530,7 +1528,10 @@ impl Pager {
     /// withdraws its pages from the tree's totals (at exit or exec).
     pub fn retire(&self) {
         let _g = InPager::enter();
-        let c = self.zswap.counters();
+        let c = {
+            let _no_fork = self.fork_excluded();
+            self.zswap.counters()
+        };
         if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&c) {
             for (k, v) in m {
                 if let Some(mut n) = v.as_u64() {
@@ -1570,6 +1571,17 @@ impl Pager {
         self.seg.processes.fetch_add(1, Relaxed);
         self.publish_pool();
         self.join_tree();
+    }
+
+    /// Keeps a fork out while held (the regions lock, read): every use of the cache holds it,
+    /// so that `lock_for_fork` never forks while a thread is inside the cache's locks (the
+    /// child's copy would be locked for good, or list a parked thread it does not have). A
+    /// fork child deadlocked in the cache's pool registry when a fault's `publish_pool` ran
+    /// outside it.
+    pub(crate) fn fork_excluded(
+        &self,
+    ) -> parking_lot::RwLockReadGuard<'_, BTreeMap<usize, Arc<Region>>> {
+        self.regions.read_recursive()
     }
 
     /// fork, prepare: pause eviction and hold the regions table exclusively across the fork,
