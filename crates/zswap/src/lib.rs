@@ -78,6 +78,12 @@
 //! slot should not race each other; if they do, they are serialised per slot but their order is
 //! whatever the race gives. Slot allocation belongs to the caller
 //! ([`BackingStore::alloc_slot`]).
+//!
+//! **fork**: the cache's threads (shrink worker, each pool's prefault thread) are not in a
+//! fork child. A caller that forks keeps its own threads out of the cache across the fork
+//! (none inside a lock the child would find held), holds the worker idle
+//! ([`Zswap::hold_shrink_worker`], [`Zswap::wait_shrink_idle`]) and calls
+//! [`Zswap::after_fork_child`] in the child before anything else.
 
 #![deny(missing_docs)]
 
