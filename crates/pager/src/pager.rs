@@ -629,9 +629,25 @@ impl Pager {
                         continue;
                     }
                     // SAFETY: zero_src is our own readable mapping of ZERO_SRC_PAGES pages.
-                    let _ = self
+                    let res = self
                         .uffd()
                         .copy(r.addr(i), self.zero_src as *const u8, PAGE, false);
+                    if res.is_ok() {
+                        // The page was missing although the books have it resident: its
+                        // content is lost (a bug, or a raw madvise of the program). Say so:
+                        // a silent zero page is the worst way to lose data.
+                        static SAID: AtomicU32 = AtomicU32::new(0);
+                        if SAID.fetch_add(1, Relaxed) < 8 {
+                            sys::raw_stderr(
+                                format!(
+                                    "uzswap: page {:#x} was resident in the pager's books but \
+                                     missing from memory; it reads as zeros now\n",
+                                    r.addr(i)
+                                )
+                                .as_bytes(),
+                            );
+                        }
+                    }
                     w.store(s, Release);
                     return true;
                 }
