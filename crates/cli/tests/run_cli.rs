@@ -447,16 +447,32 @@ with multiprocessing.get_context("fork").Pool(2) as pool:
 print(h, out, parts)
 "#;
 
+/// Runs Python source `src` (saved as `name`) with and without uzswap under `budget` (within
+/// `secs` seconds if given); None (a visible skip) without userfaultfd or python3.
+fn python_same_output(
+    name: &str,
+    src: &str,
+    budget: &str,
+    secs: Option<u64>,
+) -> Option<serde_json::Value> {
+    if !uffd_ok() {
+        return None;
+    }
+    let py = python()?;
+    let script = workdir().join(name);
+    std::fs::write(&script, src).unwrap();
+    let cmd = [py, script.to_str().unwrap()];
+    Some(match secs {
+        Some(s) => same_output_within(budget, &cmd, s),
+        None => same_output(budget, &cmd),
+    })
+}
+
 #[test]
 fn python_subprocess_and_multiprocessing() {
-    if !uffd_ok() {
-        return;
+    if let Some(r) = python_same_output("mp.py", PY, "24M", None) {
+        assert!(r["faults"]["count"].as_u64().unwrap() > 100, "{r}");
     }
-    let Some(py) = python() else { return };
-    let script = workdir().join("mp.py");
-    std::fs::write(&script, PY).unwrap();
-    let r = same_output("24M", &[py, script.to_str().unwrap()]);
-    assert!(r["faults"]["count"].as_u64().unwrap() > 100, "{r}");
 }
 
 /// A Python program that starts 300 processes with `subprocess` (a `vfork` child that execs):
@@ -473,14 +489,9 @@ print("started", i + 1, len(blob))
 
 #[test]
 fn hundreds_of_vfork_execs_leave_no_pin_behind() {
-    if !uffd_ok() {
-        return;
+    if let Some(r) = python_same_output("spawn_many.py", SPAWN_MANY, "8M", Some(240)) {
+        assert!(r["faults"]["count"].as_u64().unwrap() > 100, "{r}");
     }
-    let Some(py) = python() else { return };
-    let script = workdir().join("spawn_many.py");
-    std::fs::write(&script, SPAWN_MANY).unwrap();
-    let r = same_output_within("8M", &[py, script.to_str().unwrap()], 240);
-    assert!(r["faults"]["count"].as_u64().unwrap() > 100, "{r}");
 }
 
 /// Forks from a thread while two other threads fault, and has every child start threads of
