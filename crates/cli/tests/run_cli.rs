@@ -104,6 +104,17 @@ fn python() -> Option<&'static str> {
     py
 }
 
+/// The run under uzswap printed what the plain run did, and succeeded.
+fn assert_same(plain: &Output, out: &Output) {
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&plain.stdout),
+        "stdout differs under uzswap run; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "uzswap run failed: {out:?}");
+}
+
 /// `same_output`, but a run under uzswap that takes more than `secs` seconds (a hang) is
 /// killed, with its whole process group, and fails the test instead of stalling the suite.
 fn same_output_within(budget: &str, cmd: &[&str], secs: u64) -> serde_json::Value {
@@ -133,13 +144,7 @@ fn same_output_within(budget: &str, cmd: &[&str], secs: u64) -> serde_json::Valu
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&plain.stdout),
-        "stdout differs under uzswap run; stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "uzswap run failed: {out:?}");
+    assert_same(&plain, &out);
     report(&rep)
 }
 
@@ -148,13 +153,7 @@ fn same_output_with(budget: &str, extra: &[&str], cmd: &[&str]) -> serde_json::V
     assert!(plain.status.success(), "plain run failed: {plain:?}");
     let rep = workdir().join(format!("report-{}.json", cmd.join("_").replace('/', "_")));
     let out = run_under_with(budget, extra, &rep, cmd);
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&plain.stdout),
-        "stdout differs under uzswap run; stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "uzswap run failed: {out:?}");
+    assert_same(&plain, &out);
     let r = report(&rep);
     for k in [
         "exit_status",
