@@ -1636,11 +1636,9 @@ impl Pager {
     /// fork, parent: wait until the child has copied what it needs of this process's swap
     /// file (it closes its end of the pipe then, or by exiting).
     pub fn wait_for_fork_child(&self) {
-        let r = self.fork_handshake[0].swap(-1, Relaxed);
-        let w = self.fork_handshake[1].swap(-1, Relaxed);
-        if r < 0 {
+        let Some((r, w)) = self.take_fork_handshake() else {
             return;
-        }
+        };
         let _g = InPager::enter();
         // SAFETY: the pipe made in `lock_for_fork`: our ends, closed once each; one byte read
         // into a local.
@@ -1654,15 +1652,20 @@ impl Pager {
 
     /// fork, child: the parent may go on (see `wait_for_fork_child`).
     fn release_fork_parent(&self) {
-        let r = self.fork_handshake[0].swap(-1, Relaxed);
-        let w = self.fork_handshake[1].swap(-1, Relaxed);
-        if r >= 0 {
+        if let Some((r, w)) = self.take_fork_handshake() {
             // SAFETY: the child's copies of the pipe's two ends, closed once each.
             unsafe {
                 libc::close(r);
                 libc::close(w);
             }
         }
+    }
+
+    /// The handshake pipe's (read, write) ends, if this fork has one; taken once.
+    fn take_fork_handshake(&self) -> Option<(i32, i32)> {
+        let r = self.fork_handshake[0].swap(-1, Relaxed);
+        let w = self.fork_handshake[1].swap(-1, Relaxed);
+        (r >= 0).then_some((r, w))
     }
 
     /// fork, parent: release what `lock_for_fork` took.

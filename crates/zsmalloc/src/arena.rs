@@ -623,13 +623,16 @@ impl Arena {
         let old = std::mem::take(&mut g.prefault);
         // The handle names a thread of the parent: never join or detach it here.
         std::mem::forget(g.prefault_thread.take());
-        let unfinished: Vec<u32> = match old.state.try_lock() {
-            Ok(st) => st.queue.iter().copied().chain(st.busy).collect(),
-            Err(std::sync::TryLockError::Poisoned(p)) => {
-                let st = p.into_inner();
-                st.queue.iter().copied().chain(st.busy).collect()
+        let unfinished: Vec<u32> = {
+            let st = match old.state.try_lock() {
+                Ok(st) => Some(st),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            match st {
+                Some(st) => st.queue.iter().copied().chain(st.busy).collect(),
+                None => g.prepared.iter().copied().collect(),
             }
-            Err(std::sync::TryLockError::WouldBlock) => g.prepared.iter().copied().collect(),
         };
         // The parent's thread holds a reference to `old` that is never dropped here: leak ours
         // too rather than run the destructor of a lock that may be held.
