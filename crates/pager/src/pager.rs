@@ -1604,6 +1604,12 @@ impl Pager {
     /// so no fault or eviction of another thread is half done in the child's copy (`resume`
     /// and `unlock_after_fork*` undo it).
     pub fn lock_for_fork(&self) {
+        // Pager code from here: a contended lock below parks through `syscall(SYS_futex)`,
+        // whose wrapper pins the futex word when it may be managed, and a pin takes the regions
+        // lock for reading. Parked in `regions.write()` waiting for readers, this thread would
+        // then wait for itself: a forking thread hung so, with the program's other threads
+        // queued behind it.
+        let _g = InPager::enter();
         // The cache's background shrink worker marks slots in flight while it writes entries
         // back; a child forked meanwhile would inherit the mark with no thread to clear it,
         // and wait on that slot forever. Hold the worker and let a run in progress finish,
@@ -1623,8 +1629,8 @@ impl Pager {
         let area = self.areas[self.cur_area.load(Relaxed) as usize].get();
         if area.is_some_and(|f| f.stats().blocks_stored > 0) {
             let mut fds = [-1; 2];
-            // Pager code: the `pipe2` wrapper would pin `fds`, taking the regions lock we hold.
-            let _g = InPager::enter();
+            // Pager code (above): the `pipe2` wrapper would pin `fds`, taking the regions lock
+            // we hold.
             // SAFETY: a two-int array for pipe2 to fill.
             if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == 0 {
                 self.fork_handshake[0].store(fds[0], Relaxed);
@@ -1670,6 +1676,7 @@ impl Pager {
 
     /// fork, parent: release what `lock_for_fork` took.
     pub fn unlock_after_fork(&self) {
+        let _g = InPager::enter();
         // SAFETY: `lock_for_fork` took the write lock and forgot its guard; this is its one
         // matching release in this process.
         unsafe { self.regions.force_unlock_write() };
