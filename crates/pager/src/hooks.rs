@@ -479,6 +479,7 @@ pub fn at_exit() {
         if p.pid.load(Relaxed) == sys::getpid() && !p.retired.swap(true, Relaxed) {
             let _b = SigBlock::new();
             p.retire();
+            crate::pagelog::dump();
             if std::env::var_os("UZSWAP_DEBUG").is_some() {
                 debug_dump(p);
             }
@@ -490,7 +491,7 @@ fn debug_dump(p: &crate::Pager) {
     let s = p.seg;
     let (nr, pages) = p.region_stats();
     let msg = format!(
-        "uzswap[{}]: regions {nr} ({pages} pages) resident {} pool {} peak {} faults {} (pool {} file {} zero {} around {}) evictions {} busy {} refaults {} near {} pinned {} over {} p50 {:.1}us p99 {:.1}us\n",
+        "uzswap[{}]: regions {nr} ({pages} pages) resident {} pool {} peak {} faults {} (pool {} file {} zero {} around {}) evictions {} busy {} misreported {} refaults {} near {} pinned {} over {} p50 {:.1}us p99 {:.1}us\n",
         sys::getpid(),
         s.resident_pages.load(Relaxed),
         s.pool_pages.load(Relaxed),
@@ -502,6 +503,7 @@ fn debug_dump(p: &crate::Pager) {
         s.fault_around_pages.load(Relaxed),
         s.evictions.load(Relaxed),
         s.evict_busy.load(Relaxed),
+        s.move_misreported.load(Relaxed),
         s.refaults.load(Relaxed),
         s.refaults_near.load(Relaxed),
         s.pinned_calls.load(Relaxed),

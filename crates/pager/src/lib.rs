@@ -26,6 +26,7 @@
 //! compare-and-swap per page, `InPager` set), which runs with signals open.
 
 pub mod hooks;
+pub mod pagelog;
 pub mod pager;
 pub mod record;
 pub mod region;
@@ -55,6 +56,7 @@ pub fn init() -> Result<&'static Pager, String> {
         return Ok(p);
     }
     let _g = sys::InPager::enter();
+    pagelog::init();
     let cfg = Config::from_env();
     // The segment's fd is inherited, unless a parent closed it before exec (Python's
     // subprocess closes every fd by default): then open it again through `uzswap run`'s

@@ -39,6 +39,7 @@ use parking_lot::{Mutex, RwLock};
 use uzswap_zswap::SwapFile;
 use uzswap_zswap::{CgroupId, LoadOutcome, Params, SwapSlot, Zswap};
 
+use crate::pagelog::ev;
 use crate::region::{
     self, Region, ABSENT, ACTIVE, BUSY, EVICTED, INHERITED, KEPT, PAGE, PIN_MAX, PIN_ONE, REF,
     RESIDENT, SWPIN,
@@ -436,6 +437,7 @@ impl Pager {
         let lo = addr & !(PAGE - 1);
         let hi = (addr + len).div_ceil(PAGE) * PAGE;
         let mut any = false;
+        crate::page_log!(lo, ev::DROP, (hi - lo) as u64, unmap as u64);
         for (_, r) in map.range(..hi).rev().take_while(|(_, r)| r.end() > lo) {
             any = true;
             let a = lo.max(r.start);
@@ -490,6 +492,7 @@ impl Pager {
     /// After a successful mremap of a managed range from `old` to `new`.
     pub fn remanage(&self, old: usize, old_len: usize, new: usize, new_len: usize) {
         let _g = InPager::enter();
+        crate::page_log!(old, ev::REMAP, old_len as u64, new as u64);
         {
             let mut map = self.regions.write();
             let mut kept = 0i64;
@@ -581,7 +584,15 @@ impl Pager {
             let map = self.regions.read_recursive();
             match Self::lookup(&map, addr) {
                 None => return false,
-                Some(r) => self.fill(r, r.index(addr), false, write),
+                Some(r) => {
+                    crate::page_log!(
+                        addr,
+                        ev::FAULT,
+                        r.state(r.index(addr)).load(Relaxed),
+                        write as u64,
+                    );
+                    self.fill(r, r.index(addr), false, write)
+                }
             }
         };
         if handled {
@@ -632,6 +643,12 @@ impl Pager {
                     let res = self
                         .uffd()
                         .copy(r.addr(i), self.zero_src as *const u8, PAGE, false);
+                    crate::page_log!(
+                        r.addr(i),
+                        ev::FILL_RESIDENT,
+                        s,
+                        crate::pagelog::outcome(&res),
+                    );
                     if res.is_ok() {
                         // The page was missing although the books have it resident: its
                         // content is lost (a bug, or a raw madvise of the program). Say so:
@@ -715,6 +732,12 @@ impl Pager {
             }
             Err(_) => false,
         };
+        crate::page_log!(
+            r.addr(i),
+            ev::FILL_ZERO,
+            n as u64,
+            crate::pagelog::outcome(&res),
+        );
         if !ok {
             for k in 0..n {
                 r.state(i + k).store(ABSENT, Release);
@@ -755,6 +778,7 @@ impl Pager {
                 // Leave it evicted and let the program die of SIGBUS, as the kernel kills a task
                 // whose swap-in fails with an I/O error.
                 sys::raw_stderr(b"uzswap: a paged-out page could not be read back\n");
+                crate::page_log!(r.addr(i), ev::FILL_FAILED, s, 1);
                 r.state(i).store(s, Release);
                 return false;
             }
@@ -778,7 +802,17 @@ impl Pager {
         } else {
             0
         };
-        match self.uffd().copy(r.addr(i), buf.as_ptr(), PAGE, keep) {
+        let res = self.uffd().copy(r.addr(i), buf.as_ptr(), PAGE, keep);
+        crate::page_log!(
+            r.addr(i),
+            ev::FILL_EVICTED,
+            s,
+            u64::from_le_bytes(buf[..8].try_into().unwrap()) & !0xf
+                | crate::pagelog::outcome(&res)
+                | (matches!(outcome, Ok(LoadOutcome::FromSwapFile)) as u64) << 2
+                | (keep as u64) << 3,
+        );
+        match res {
             Ok(()) | Err(UffdError::Exists) => {}
             Err(_) => {
                 // The range went away under us (unmapped by a raw system call): keep nothing.
@@ -889,6 +923,7 @@ impl Pager {
                 w.store(RESIDENT | SWPIN, Release);
             }
         }
+        crate::page_log!(r.addr(from), ev::READAHEAD, n as u64, mapped as u64);
         if mapped > 0 {
             r.note_filled(from, from + mapped - 1);
             self.resident.fetch_add(mapped as i64, Relaxed);
@@ -1167,7 +1202,13 @@ impl Pager {
         }
         if used > 0 {
             // SAFETY: the scratch pages are ours; their content was stored or copied back.
-            let _ = unsafe { sys::raw_madvise(rc.scratch, used * PAGE, libc::MADV_DONTNEED) };
+            let res = unsafe { sys::raw_madvise(rc.scratch, used * PAGE, libc::MADV_DONTNEED) };
+            crate::page_log!(
+                rc.scratch,
+                ev::DROP,
+                (used * PAGE) as u64,
+                res.is_ok() as u64 | 2,
+            );
         }
         done
     }
@@ -1300,6 +1341,7 @@ impl Pager {
                                 n: 1,
                             }),
                         }
+                        crate::page_log!(r.addr(i), ev::CLAIM, s, 0);
                         got += 1;
                         resume = Some(r.addr(i) + PAGE);
                         if got == want {
@@ -1351,6 +1393,7 @@ impl Pager {
                         match w.compare_exchange(s, n, AcqRel, Relaxed) {
                             Ok(_) => {
                                 if s & KEPT != 0 {
+                                    crate::page_log!(r.addr(i), ev::KEPT_DROPPED, s, 0);
                                     self.forget_slot(region::slot_of(s));
                                     self.seg.kept_dropped.fetch_add(1, Relaxed);
                                 }
@@ -1377,6 +1420,7 @@ impl Pager {
             let w = r.state(run.first + k);
             let s = w.load(Relaxed);
             if moved & (1u64 << k) == 0 {
+                crate::page_log!(r.addr(run.first + k), ev::NOT_MOVED, s, 0);
                 // Still in place (UFFDIO_MOVE refused it even after the COW break): it stays.
                 w.store((s & !region::KIND) | RESIDENT | REF, Release);
                 busy += 1;
@@ -1386,6 +1430,18 @@ impl Pager {
             // moved there (or reads as zeros if the source was a hole: WP-only registration).
             let page =
                 unsafe { std::slice::from_raw_parts((scratch + k * PAGE) as *const u8, PAGE) };
+            // A hole (the page was missing although resident: a raw madvise of the program)
+            // reads as zeros in the scratch area.
+            crate::page_log!(
+                r.addr(run.first + k),
+                if sys::page_present(scratch + k * PAGE) {
+                    ev::MOVED
+                } else {
+                    ev::HOLE
+                },
+                s,
+                u64::from_le_bytes(page[..8].try_into().unwrap()),
+            );
             let keep = s & INHERITED;
             if s & SWPIN != 0 {
                 self.seg.reevictions.fetch_add(1, Relaxed);
@@ -1409,15 +1465,33 @@ impl Pager {
                         rec.evict((r.addr(run.first + k) / PAGE) as u64, page, idx);
                     }
                     let epoch = self.evictions.fetch_add(1, Relaxed);
+                    crate::page_log!(
+                        r.addr(run.first + k),
+                        ev::STORED,
+                        s,
+                        (u64::from(slot.area) << 32) | slot.offset,
+                    );
                     w.store(region::evicted(slot.area, slot.offset, epoch), Release);
                     out += 1;
                     inh += (keep != 0) as i64;
                 }
                 None => {
                     // Nowhere to put it: copy it back where it was.
-                    let _ = self
+                    let res = self
                         .uffd()
                         .copy(r.addr(run.first + k), page.as_ptr(), PAGE, false);
+                    crate::page_log!(r.addr(run.first + k), ev::COPY_BACK, s, res.is_ok() as u64,);
+                    if res.is_err() {
+                        // Only if the range went away under us (a raw munmap): say so rather
+                        // than lose the page silently.
+                        sys::raw_stderr(
+                            format!(
+                                "uzswap: page {:#x} could be neither stored nor put back\n",
+                                r.addr(run.first + k)
+                            )
+                            .as_bytes(),
+                        );
+                    }
                     w.store(RESIDENT | REF | keep, Release);
                 }
             }
@@ -1473,14 +1547,47 @@ impl Pager {
                 }
                 Err(_) => (0, false),
             };
+            if let Err(e) = &res {
+                crate::page_log!(
+                    r.addr(first + k),
+                    ev::MOVE_ERR,
+                    (n - k) as u64,
+                    match e {
+                        UffdError::Busy { .. } => 1,
+                        UffdError::Again { .. } => 2,
+                        UffdError::Hole { .. } => 3,
+                        UffdError::MoveFailed { errno, .. } => 1000 + *errno as u64,
+                        _ => 9,
+                    } | (done as u64) << 16
+                        | (retry as u64) << 32,
+                );
+            }
             moved |= span(k, k + done);
             k += done;
+            if res.is_err() && k < n && sys::page_present(scratch + k * PAGE) {
+                // The page the call stopped at is in the scratch area (empty before the call:
+                // every batch empties what it used), so the kernel moved it even though it
+                // reported an error. Linux 6.18 does this: a move whose first attempt takes the
+                // page but asks for a retry (EAGAIN inside the ioctl) is retried, finds its
+                // destination full and returns EEXIST with nothing counted. Counted as not
+                // moved, the page was marked resident while it was gone from the program,
+                // which then read zeros there.
+                crate::page_log!(r.addr(first + k), ev::MOVE_MISREPORTED, 0, 0);
+                self.seg.move_misreported.fetch_add(1, Relaxed);
+                moved |= 1 << k;
+                k += 1;
+                tries = 0;
+                continue;
+            }
+            // A partial move (the kernel reports EAGAIN with the pages it moved before a
+            // shared one) is progress, not a try: the next call meets the shared page with a
+            // COW break still allowed.
             if done > 0 {
                 tries = 0;
-            }
-            if retry {
+            } else if retry {
                 tries += 1;
-            } else {
+            }
+            if !retry {
                 k += 1; // give this page up: it stays resident
                 tries = 0;
             }
@@ -1616,6 +1723,7 @@ impl Pager {
         // before pausing eviction: a writeback run can take a while, and the program's other
         // threads go on faulting meanwhile (paused first, a parent reached 39 MiB resident
         // under a 16M budget while it waited).
+        crate::page_log!(0, ev::FORK_PREPARE, 0, 0);
         self.zswap.hold_shrink_worker(true);
         let _ = self
             .zswap
@@ -1677,6 +1785,7 @@ impl Pager {
     /// fork, parent: release what `lock_for_fork` took.
     pub fn unlock_after_fork(&self) {
         let _g = InPager::enter();
+        crate::page_log!(0, ev::FORK_PARENT, 0, 0);
         // SAFETY: `lock_for_fork` took the write lock and forgot its guard; this is its one
         // matching release in this process.
         unsafe { self.regions.force_unlock_write() };
@@ -1723,6 +1832,7 @@ impl Pager {
     /// before. Single-threaded here (the child of fork has one thread).
     pub fn after_fork_child(&self) -> Result<(), String> {
         let _g = InPager::enter();
+        crate::page_log!(0, ev::FORK_CHILD, 0, 0);
         // The slot index copied from the parent is the parent's slot (shared memory): nothing
         // of the child may charge it.
         self.proc_slot.store(usize::MAX, Relaxed);

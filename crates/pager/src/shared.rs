@@ -57,6 +57,8 @@ pub struct Segment {
     pub fault_around_pages: AtomicU64,
     pub evictions: AtomicU64,
     pub evict_busy: AtomicU64,
+    /// Pages `UFFDIO_MOVE` moved while reporting an error (found in the scratch area).
+    pub move_misreported: AtomicU64,
     pub refaults: AtomicU64,
     pub refaults_near: AtomicU64,
     /// Evictions of pages that had come back from the cache, and those of them that reused

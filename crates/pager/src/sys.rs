@@ -202,6 +202,21 @@ pub unsafe fn raw_mremap(
     check(unsafe { libc::syscall(libc::SYS_mremap, old, old_len, new_len, flags, new_addr) })
 }
 
+/// Whether the page at `addr` is mapped (`mincore`: a present page table entry).
+pub fn page_present(addr: usize) -> bool {
+    let mut v = 0u8;
+    // SAFETY: one page-aligned address and a one-byte vector for the kernel to fill.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_mincore,
+            addr & !(crate::region::PAGE - 1),
+            crate::region::PAGE,
+            &mut v as *mut u8,
+        )
+    };
+    r == 0 && v & 1 != 0
+}
+
 /// Anonymous private memory for the pager's own use (never managed, never wrapped).
 pub fn map_anon(len: usize) -> Result<usize, i32> {
     // SAFETY: a fresh mapping at an address the kernel chooses overlaps nothing.

@@ -455,6 +455,7 @@ fn build_report(
         "pager": {
             "evictions": l(&seg.evictions),
             "evictions_skipped_busy": l(&seg.evict_busy),
+            "moves_misreported_by_kernel": l(&seg.move_misreported),
             "refaults": l(&seg.refaults),
             "refaults_within_resident": l(&seg.refaults_near),
             "reevictions": l(&seg.reevictions),
