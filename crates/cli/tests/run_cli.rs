@@ -582,6 +582,67 @@ fn forks_from_a_thread_while_others_fault_give_sound_children() {
     assert!(r["faults"]["count"].as_u64().unwrap() > 1000, "{r}");
 }
 
+/// `UZSWAP_PAGE_LOG`: the first process writes its page-transition ring at exit, and
+/// `scripts/pagelog.py` prints the history of a page from it.
+#[test]
+fn the_page_log_records_each_pages_history() {
+    if !uffd_ok() {
+        return;
+    }
+    let Some(py) = python() else { return };
+    let exe = compile("threads_log", THREADS, &[]);
+    let prefix = workdir().join("pagelog");
+    ensure_preload();
+    let out = Command::new(uzswap())
+        .args(["run", "--memory-max", "6M", "--"])
+        .arg(&exe)
+        .env("UZSWAP_PAGE_LOG", &prefix)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = std::fs::read_dir(workdir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("pagelog.")
+        })
+        .expect("no page log written");
+    let data = std::fs::read(&log).unwrap();
+    assert!(
+        !data.is_empty() && data.len() % 32 == 0,
+        "{} bytes",
+        data.len()
+    );
+    let word = |i: usize| u64::from_le_bytes(data[i..i + 8].try_into().unwrap());
+    let events: Vec<u64> = (0..data.len() / 32).map(|r| word(r * 32) & 0xfff).collect();
+    // Faults (1), claims (6), moves (7) and stores (9) of a run that pages out and back in.
+    for ev in [1, 6, 7, 9] {
+        assert!(
+            events.contains(&ev),
+            "no event {ev} in {} records",
+            events.len()
+        );
+    }
+    let stored = (0..events.len()).find(|&r| events[r] == 9).unwrap();
+    let page = format!("{:#x}", word(stored * 32) & !0xfff);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/pagelog.py");
+    let hist = Command::new(py)
+        .arg(script)
+        .arg(&log)
+        .arg(&page)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&hist.stdout);
+    assert!(hist.status.success() && text.contains("STORED"), "{text}");
+}
+
 const SIGBUS_OWN: &str = r#"
 #include <setjmp.h>
 #include <signal.h>
