@@ -5,7 +5,8 @@
 //! managed regions and their page-state words (`region`), the SIGBUS fault path resolving
 //! faults on the faulting thread and chaining to the program's handlers (`signals`), eviction
 //! with `UFFDIO_MOVE` and the clock sweep, clean-page reuse and swap readahead, pins for
-//! system-call buffers and the budget (`pager`), write tracking with `PAGEMAP_SCAN` (`scan`), the accounting segment shared by a process tree (`shared`), the logic of the
+//! system-call buffers and the budget (`pager`), write tracking with `PAGEMAP_SCAN` (`scan`), the accounting segment shared by a process tree (`shared`), the debugging log of
+//! page-state transitions (`pagelog`, off unless `UZSWAP_PAGE_LOG` is set), the logic of the
 //! preload library's libc wrappers (`hooks`), and raw system calls (`sys`). The LD_PRELOAD
 //! library `uzswap-preload` is a thin layer of exported symbols over this crate;
 //! `uzswap run` starts programs with it. Design and coverage: docs/pager.md.
