@@ -96,16 +96,6 @@ pub fn log(addr: usize, event: u64, state: u64, extra: u64) {
     );
 }
 
-/// The first word of the page at `addr` (the pager's own memory, or a page it owns).
-///
-/// # Safety
-/// `addr` is readable.
-#[inline]
-pub unsafe fn word0(addr: usize) -> u64 {
-    // SAFETY: the caller's guarantee.
-    unsafe { std::ptr::read_volatile(addr as *const u64) }
-}
-
 /// Writes the ring (oldest first) to `PREFIX.PID`.
 pub fn dump() {
     let base = BASE.load(Relaxed);
