@@ -273,6 +273,32 @@ fn threads_fault_concurrently_and_no_write_is_lost_to_eviction() {
     assert!(r["pager"]["evictions"].as_u64().unwrap() > 2000, "{r}");
 }
 
+/// Linux 6.18 moved pages while reporting EEXIST (docs/pager.md, "Eviction never loses a
+/// write"). With every 5th move reported so (`UZSWAP_TEST_MISREPORT_MOVES`, its last page not
+/// counted), the pager finds each such page in its scratch slot, and no write is lost.
+#[test]
+fn moves_the_kernel_misreports_lose_no_page() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("threads_misreport", THREADS, &[]);
+    let plain = Command::new(&exe).output().unwrap();
+    ensure_preload();
+    let rep = workdir().join("report-misreport.json");
+    let out = Command::new(uzswap())
+        .args(["run", "--memory-max", "6M", "--report"])
+        .arg(&rep)
+        .arg("--")
+        .arg(&exe)
+        .env("UZSWAP_TEST_MISREPORT_MOVES", "5")
+        .output()
+        .unwrap();
+    assert_same(&plain, &out);
+    let r = report(&rep);
+    let caught = r["pager"]["moves_misreported_by_kernel"].as_u64().unwrap();
+    assert!(caught > 100, "{caught} misreported moves caught: {r}");
+}
+
 const CLEAN_REUSE: &str = r#"
 #include <pthread.h>
 #include <stdio.h>

@@ -281,6 +281,7 @@ pub struct Pager {
 
 impl Pager {
     pub fn new(cfg: Config, seg: &'static Segment) -> Result<Pager, String> {
+        crate::uffd::init_test_hooks();
         let uffd = Uffd::new().map_err(|(what, e)| {
             format!("{what} failed: {}", std::io::Error::from_raw_os_error(e))
         })?;

@@ -10,6 +10,7 @@
 //! the pager, and the pager's own code never touches it.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 const UFFD_API: u64 = 0xAA;
 const fn iowr(nr: u64, size: u64) -> u64 {
@@ -42,6 +43,21 @@ const REGISTER_MODE_WP: u64 = 2;
 const COPY_MODE_DONTWAKE: u64 = 1;
 const COPY_MODE_WP: u64 = 2;
 const MOVE_MODE_ALLOW_SRC_HOLES: u64 = 2;
+
+/// Test hook (`UZSWAP_TEST_MISREPORT_MOVES=N`): every Nth successful `UFFDIO_MOVE` is reported
+/// as EEXIST with its last page not counted, as Linux 6.18 was seen to do, so that the
+/// pager's check of the scratch area is exercised on any kernel. 0: off.
+static MISREPORT_EVERY: AtomicU64 = AtomicU64::new(0);
+static MOVES: AtomicU64 = AtomicU64::new(0);
+
+/// Reads the test hook's setting (outside any signal handler: it reads the environment).
+pub fn init_test_hooks() {
+    let every = std::env::var("UZSWAP_TEST_MISREPORT_MOVES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    MISREPORT_EVERY.store(every, Ordering::Relaxed);
+}
 
 #[repr(C)]
 struct Api {
@@ -290,6 +306,13 @@ impl Uffd {
         // this uffd (the scratch area and a managed region), touching no Rust-visible memory.
         let r = unsafe { libc::ioctl(self.raw_fd(), UFFDIO_MOVE as _, &mut m) };
         if r == 0 {
+            let every = MISREPORT_EVERY.load(Ordering::Relaxed);
+            if every > 0 && MOVES.fetch_add(1, Ordering::Relaxed) % every == every - 1 {
+                return Err(UffdError::MoveFailed {
+                    errno: libc::EEXIST,
+                    done: len - crate::region::PAGE,
+                });
+            }
             return Ok(());
         }
         let e = crate::sys::errno();
