@@ -1566,19 +1566,25 @@ impl Pager {
             moved |= span(k, k + done);
             k += done;
             if res.is_err() && k < n && sys::page_present(scratch + k * PAGE) {
-                // The page the call stopped at is in the scratch area (empty before the call:
-                // every batch empties what it used), so the kernel moved it even though it
-                // reported an error. Linux 6.18 does this: a move whose first attempt takes the
-                // page but asks for a retry (EAGAIN inside the ioctl) is retried, finds its
-                // destination full and returns EEXIST with nothing counted. Counted as not
-                // moved, the page was marked resident while it was gone from the program,
-                // which then read zeros there.
-                crate::page_log!(r.addr(first + k), ev::MOVE_MISREPORTED, 0, 0);
-                self.seg.move_misreported.fetch_add(1, Relaxed);
-                moved |= 1 << k;
-                k += 1;
-                tries = 0;
-                continue;
+                if !sys::page_present(r.addr(first + k)) {
+                    // The page the call stopped at is in the scratch area (empty before the
+                    // call: every batch empties what it used) and gone from its place, so the
+                    // kernel moved it even though it reported an error. Linux 6.18 does this:
+                    // a move whose first attempt takes the page but asks for a retry (EAGAIN
+                    // inside the ioctl) is retried, finds its destination full and returns
+                    // EEXIST with nothing counted. Counted as not moved, the page was marked
+                    // resident while it was gone from the program, which then read zeros.
+                    crate::page_log!(r.addr(first + k), ev::MOVE_MISREPORTED, 0, 0);
+                    self.seg.move_misreported.fetch_add(1, Relaxed);
+                    moved |= 1 << k;
+                    k += 1;
+                    tries = 0;
+                    continue;
+                }
+                // Still in place: the scratch slot really was full (a batch that could not
+                // empty it). Empty it; this page stays resident this time.
+                // SAFETY: a page of our own scratch area, holding nothing of the program's.
+                let _ = unsafe { sys::raw_madvise(scratch + k * PAGE, PAGE, libc::MADV_DONTNEED) };
             }
             // A partial move (the kernel reports EAGAIN with the pages it moved before a
             // shared one) is progress, not a try: the next call meets the shared page with a
