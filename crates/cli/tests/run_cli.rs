@@ -73,6 +73,18 @@ fn run_under(budget: &str, report: &Path, cmd: &[&str]) -> Output {
 }
 
 fn run_under_with(budget: &str, extra: &[&str], report: &Path, cmd: &[&str]) -> Output {
+    run_under_env(budget, extra, &[], report, cmd)
+}
+
+/// `run_under_with`, with variables added to the environment of `uzswap run` (and so of the
+/// program and its pager).
+fn run_under_env(
+    budget: &str,
+    extra: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+    report: &Path,
+    cmd: &[&str],
+) -> Output {
     ensure_preload();
     Command::new(uzswap())
         .args(["run", "--memory-max", budget])
@@ -81,6 +93,7 @@ fn run_under_with(budget: &str, extra: &[&str], report: &Path, cmd: &[&str]) -> 
         .arg(report)
         .arg("--")
         .args(cmd)
+        .envs(env.iter().copied())
         .output()
         .unwrap()
 }
@@ -283,16 +296,9 @@ fn moves_the_kernel_misreports_lose_no_page() {
     }
     let exe = compile("threads_misreport", THREADS, &[]);
     let plain = Command::new(&exe).output().unwrap();
-    ensure_preload();
     let rep = workdir().join("report-misreport.json");
-    let out = Command::new(uzswap())
-        .args(["run", "--memory-max", "6M", "--report"])
-        .arg(&rep)
-        .arg("--")
-        .arg(&exe)
-        .env("UZSWAP_TEST_MISREPORT_MOVES", "5")
-        .output()
-        .unwrap();
+    let every = [("UZSWAP_TEST_MISREPORT_MOVES", "5".as_ref())];
+    let out = run_under_env("6M", &[], &every, &rep, &[exe.to_str().unwrap()]);
     assert_same(&plain, &out);
     let r = report(&rep);
     let caught = r["pager"]["moves_misreported_by_kernel"].as_u64().unwrap();
@@ -618,13 +624,9 @@ fn the_page_log_records_each_pages_history() {
     let Some(py) = python() else { return };
     let exe = compile("threads_log", THREADS, &[]);
     let prefix = workdir().join("pagelog");
-    ensure_preload();
-    let out = Command::new(uzswap())
-        .args(["run", "--memory-max", "6M", "--"])
-        .arg(&exe)
-        .env("UZSWAP_PAGE_LOG", &prefix)
-        .output()
-        .unwrap();
+    let rep = workdir().join("report-pagelog.json");
+    let env = [("UZSWAP_PAGE_LOG", prefix.as_os_str())];
+    let out = run_under_env("6M", &[], &env, &rep, &[exe.to_str().unwrap()]);
     assert!(
         out.status.success(),
         "{}",

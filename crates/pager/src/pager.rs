@@ -1208,7 +1208,7 @@ impl Pager {
                 rc.scratch,
                 ev::DROP,
                 (used * PAGE) as u64,
-                res.is_ok() as u64 | 2,
+                res.is_ok() as u64
             );
         }
         done
@@ -1481,7 +1481,7 @@ impl Pager {
                     let res = self
                         .uffd()
                         .copy(r.addr(run.first + k), page.as_ptr(), PAGE, false);
-                    crate::page_log!(r.addr(run.first + k), ev::COPY_BACK, s, res.is_ok() as u64,);
+                    crate::page_log!(r.addr(run.first + k), ev::COPY_BACK, s, res.is_ok() as u64);
                     if res.is_err() {
                         // Only if the range went away under us (a raw munmap): say so rather
                         // than lose the page silently.
