@@ -111,6 +111,9 @@ impl Config {
             } else {
                 Params::default().total_memory_bytes
             },
+            // Every process of the tree has a cache, and most pools stay small (each thread's
+            // warm-up store opens one): 4 KiB pages until a pool grows, not 2 MiB at once.
+            huge_first_chunk: false,
             ..Params::default()
         };
         if let Some(p) = get("UZSWAP_PARAMS") {

@@ -16,7 +16,8 @@
 //! 3. a free run of that length given back to the OS earlier, the lowest first (then the open
 //!    chunk's tail if it was not resident: both fault, the holes keep memory packed);
 //! 4. a new open chunk: one the prefault thread has faulted in, else the lowest chunk given
-//!    back earlier, else a never used one (see the huge-page regions below);
+//!    back earlier, else a never used one (see the huge-page regions below; a pool's first
+//!    chunk is a small-page one unless [`MemoryPolicy::huge_first_chunk`]);
 //! 5. when the address space is exhausted, a longer free run, split.
 //!
 //! Lowest-address-first reuse keeps the live zspages packed into the low chunks, so the high
@@ -56,7 +57,10 @@
 //! `prefault_chunks` × 2 MiB resident beyond the pool's pages while it grows (returned after
 //! the decay time once it stops growing), and the thread's CPU time: the work is not saved,
 //! it runs beside the caller instead of in its path. Without prefaulting, a huge-page arena
-//! opens huge-page chunks on the allocating thread.
+//! opens huge-page chunks on the allocating thread. Before prefaulting starts, the first chunk
+//! is a small-page one, so that a pool that stays small holds only the pages it uses; with
+//! [`MemoryPolicy::huge_first_chunk`] it is a huge page, faulted in at the first allocation
+//! (one fault instead of 512: an empty zswap cache's stores ran 2-3 % faster).
 //!
 //! Under Miri (no mmap) the reservation is a zeroed heap allocation, `MADV_DONTNEED` is
 //! emulated by zero-filling and there is no prefault thread, so the pool's logic and its
@@ -92,6 +96,12 @@ pub struct MemoryPolicy {
     /// Chunks (2 MiB each) a background thread keeps populated ahead of a growing pool; 0: none,
     /// a growing pool faults its memory in on the allocating thread.
     pub prefault_chunks: usize,
+    /// With `prefault_chunks` > 0: the chunks a pool opens before prefaulting starts (its
+    /// first) are huge pages faulted in at once, instead of 4 KiB pages faulted in as they
+    /// are carved. Faster for a pool that grows (one 2 MiB fault instead of 512 small ones,
+    /// 2-3 % of an empty pool's store time), but a pool that stays small has up to 2 MiB
+    /// resident from its first allocation on. Without prefaulting every chunk is a huge page.
+    pub huge_first_chunk: bool,
 }
 
 /// Default decay: long enough to span a burst of invalidations followed by stores (swap-in
@@ -113,6 +123,7 @@ impl Default for MemoryPolicy {
             max_cached_pages: DEFAULT_MAX_CACHED_PAGES,
             transparent_huge_pages: false,
             prefault_chunks: 0,
+            huge_first_chunk: false,
         }
     }
 }
@@ -125,6 +136,7 @@ impl MemoryPolicy {
             max_cached_pages: 0,
             transparent_huge_pages: false,
             prefault_chunks: 0,
+            huge_first_chunk: false,
         }
     }
 }
@@ -737,8 +749,11 @@ impl Arena {
             None => {
                 drop(st);
                 // Nothing prefaulted: a small-page chunk, faulted in as it is carved, unless
-                // this pool has no prefault thread to give it huge pages.
-                let region = if g.policy.prefault_chunks == 0 {
+                // this pool has no prefault thread to give it huge pages, or it is the first
+                // chunk and the policy wants that one huge.
+                let region = if g.policy.prefault_chunks == 0
+                    || (g.policy.huge_first_chunk && !g.prefault_armed)
+                {
                     HUGE
                 } else {
                     SMALL
@@ -1529,6 +1544,27 @@ mod tests {
         assert_eq!(a.trim(), 4);
     }
 
+    /// Waits until the prefault thread has faulted in every chunk queued for it: the tests
+    /// below check which chunk is opened next, and a chunk the thread is still working on is
+    /// passed over (another one is opened at once).
+    fn wait_for_prefault(a: &Arena) {
+        let pf = a.inner.lock().prefault.clone();
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            {
+                let st = pf.state();
+                if st.queue.is_empty() && st.busy.is_none() {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the prefault thread never caught up"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
     #[test]
     fn prefaulted_chunks_are_used_and_returned() {
         let a = Arena::with_policy(
@@ -1551,6 +1587,7 @@ mod tests {
         // Half a chunk carved: chunks 1 and 2 are prefaulted while the rest of chunk 0 is.
         let mut runs: Vec<u32> = (0..31).map(|_| a.alloc_run(8).unwrap()).collect();
         assert_eq!(a.slack_pages(), 2 * CHUNK_FRAMES);
+        wait_for_prefault(&a);
         runs.extend((0..33).map(|_| a.alloc_run(8).unwrap()));
         assert_eq!(
             runs[63], CHUNK_FRAMES as u32,
@@ -1572,6 +1609,43 @@ mod tests {
             a.purge_expired();
         }
         assert_eq!(a.trim(), 0);
+    }
+
+    #[test]
+    fn a_huge_first_chunk_is_one_huge_page_and_later_ones_come_prefaulted() {
+        let a = Arena::with_policy(
+            8 * CHUNK_FRAMES,
+            MemoryPolicy {
+                transparent_huge_pages: true,
+                prefault_chunks: 1,
+                huge_first_chunk: true,
+                ..MemoryPolicy::default()
+            },
+        )
+        .unwrap();
+        let small_base = a.small_base;
+        let first = a.alloc_run(4).unwrap();
+        // From the huge-page region (when THP is available at all), its tail resident.
+        assert_eq!(first / (CHUNK_FRAMES as u32) < small_base, small_base > 0);
+        if cfg!(miri) {
+            return;
+        }
+        let huge = small_base > 0;
+        assert_eq!(a.slack_pages(), if huge { CHUNK_FRAMES - 4 } else { 0 });
+        // SAFETY: the run is ours alone in this test.
+        unsafe { a.write(first as usize * PAGE_SIZE, &[5u8; 4 * PAGE_SIZE]) };
+        let mut runs: Vec<u32> = (0..127).map(|_| a.alloc_run(4).unwrap()).collect();
+        // Half a chunk carved: prefaulting has started, and the chunk after the first is the
+        // prefaulted one, not another opened at once.
+        let prepared = a.inner.lock().prepared[0];
+        wait_for_prefault(&a);
+        runs.extend((0..1).map(|_| a.alloc_run(4).unwrap()));
+        assert_eq!(runs[127], prepared * CHUNK_FRAMES as u32);
+        for r in runs.into_iter().chain([first]) {
+            a.free_run(r, 4);
+        }
+        let cached = a.cached_pages();
+        assert_eq!(a.trim(), cached);
     }
 
     #[test]
@@ -1602,6 +1676,7 @@ mod tests {
         let prepared = a.inner.lock().prepared[0];
         assert_eq!(prepared < small_base, small_base > 0);
         // Once the open chunk is full, the prefaulted one is opened.
+        wait_for_prefault(&a);
         runs.extend((0..65).map(|_| a.alloc_run(4).unwrap()));
         assert_eq!(runs[127], prepared * CHUNK_FRAMES as u32);
         // SAFETY: the run is ours alone in this test.

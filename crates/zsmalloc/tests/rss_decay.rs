@@ -65,6 +65,7 @@ fn rss_follows_pages_plus_cached_pages() {
         max_cached_pages: 1 << 20,
         transparent_huge_pages: false,
         prefault_chunks: 0,
+        huge_first_chunk: false,
     };
     let pool = Pool::with_memory_policy(PoolConfig::default(), policy).unwrap();
     let before = rss_pages();

@@ -131,6 +131,7 @@ impl Zswap {
                 params.chain_size,
                 params.chain_rule,
                 cache_bound(&params),
+                params.huge_first_chunk,
                 lanes_per_pool,
             )?,
             params: Mutex::new(params),
@@ -316,13 +317,19 @@ impl Zswap {
                 requested: p.lru,
             });
         }
+        self.inner.pools.set_huge_first_chunk(p.huge_first_chunk);
         if p.compressor != cur.compressor
             || p.chain_size != cur.chain_size
             || p.chain_rule != cur.chain_rule
         {
-            self.inner
+            if let Err(e) = self
+                .inner
                 .pools
-                .switch(p.compressor, p.chain_size, p.chain_rule)?;
+                .switch(p.compressor, p.chain_size, p.chain_rule)
+            {
+                self.inner.pools.set_huge_first_chunk(cur.huge_first_chunk);
+                return Err(e);
+            }
         }
         self.inner.hot.set(&p);
         if p.max_pool_percent != cur.max_pool_percent

@@ -149,6 +149,15 @@ pub struct Params {
     /// (folded into the last list if the machine has more); `store_on_node` takes the node, so
     /// an embedder may model other nodes than the host's, e.g. a VMM its guest's.
     pub numa_nodes: usize,
+    /// Where a new pool's first memory comes from (user space only; the kernel's zsmalloc
+    /// takes pages from the page allocator): `true` (the default), one transparent huge page
+    /// faulted in at the pool's first store, so that a pool filling from empty does not fault
+    /// 4 KiB at a time until the arena's prefault thread takes over (an empty cache's stores
+    /// ran 2-3 % slower that way, BENCHMARKS.md); `false`, 4 KiB pages faulted in as zspages
+    /// are carved, for many small caches (one per process under `uzswap run`), each of which
+    /// would otherwise have up to 2 MiB resident from its first store. Applies to pools
+    /// created after it is set.
+    pub huge_first_chunk: bool,
 }
 
 impl Default for Params {
@@ -170,6 +179,7 @@ impl Default for Params {
             zero_page_entries: false,
             lru: LruMode::Global,
             numa_nodes: crate::nr_nodes(),
+            huge_first_chunk: true,
         }
     }
 }

@@ -10,7 +10,7 @@
 //!   pools) that it refreshes only when `generation` changes, i.e. after a switch or a release.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -60,10 +60,12 @@ pub(crate) const PREFAULT_CHUNKS: usize = 2;
 ///   frees, the pool's RSS never exceeds its own peak of the last second (itself at most the
 ///   limit) plus the open chunk and the prefaulted ones; the shrink worker returns expired
 ///   memory when the cache goes idle, and memory pressure (the shrinker, PSI) at once.
-pub(crate) fn memory_policy(max_cached_pages: usize) -> MemoryPolicy {
+/// * The first chunk a huge page too, unless `huge_first_chunk` is off (`Params`).
+pub(crate) fn memory_policy(max_cached_pages: usize, huge_first_chunk: bool) -> MemoryPolicy {
     MemoryPolicy {
         transparent_huge_pages: true,
         prefault_chunks: PREFAULT_CHUNKS,
+        huge_first_chunk,
         max_cached_pages,
         ..MemoryPolicy::default()
     }
@@ -81,6 +83,8 @@ pub(crate) struct Pools {
     instance: u64,
     /// Current bound of every pool's freed-memory cache (the pool limit, in pages).
     max_cached_pages: AtomicUsize,
+    /// `Params::huge_first_chunk` for pools created from now on.
+    huge_first_chunk: AtomicBool,
     /// LRU lists per pool in a cgroup: 0 with the global LRU (every pool shares lanes
     /// `0..nodes`), `nodes` with per-pool lists.
     lanes_per_pool: usize,
@@ -109,6 +113,7 @@ impl Pools {
         chain_size: usize,
         chain_rule: ChainRule,
         max_cached_pages: usize,
+        huge_first_chunk: bool,
         lanes_per_pool: usize,
     ) -> Result<Pools, Error> {
         static INSTANCES: AtomicU64 = AtomicU64::new(1);
@@ -123,6 +128,7 @@ impl Pools {
             generation: AtomicU64::new(1),
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             max_cached_pages: AtomicUsize::new(max_cached_pages),
+            huge_first_chunk: AtomicBool::new(huge_first_chunk),
             lanes_per_pool,
         };
         pools.switch(alg, chain_size, chain_rule)?;
@@ -144,7 +150,7 @@ impl Pools {
             chain_size,
             chain_rule,
         };
-        let policy = memory_policy(self.max_cached_pages.load(Ordering::Relaxed));
+        let policy = self.policy();
         let zs = Pool::with_memory_policy(cfg, policy).map_err(Error::Pool)?;
         let pool = Arc::new(ZswapPool {
             id: id as u16,
@@ -286,8 +292,21 @@ impl Pools {
         let reg = self.reg.lock();
         self.max_cached_pages.store(pages, Ordering::Relaxed);
         for p in &reg.live {
-            p.zs.set_memory_policy(memory_policy(pages));
+            p.zs.set_memory_policy(self.policy());
         }
+    }
+
+    /// Whether pools created from now on get a huge first chunk (`Params::huge_first_chunk`).
+    pub(crate) fn set_huge_first_chunk(&self, on: bool) {
+        self.huge_first_chunk.store(on, Ordering::Relaxed);
+    }
+
+    /// The memory policy of a pool created now.
+    fn policy(&self) -> MemoryPolicy {
+        memory_policy(
+            self.max_cached_pages.load(Ordering::Relaxed),
+            self.huge_first_chunk.load(Ordering::Relaxed),
+        )
     }
 
     /// Return the cached runs whose decay time has passed to the OS; pages returned.
