@@ -131,6 +131,16 @@ fn assert_same(plain: &Output, out: &Output) {
 /// `same_output`, but a run under uzswap that takes more than `secs` seconds (a hang) is
 /// killed, with its whole process group, and fails the test instead of stalling the suite.
 fn same_output_within(budget: &str, cmd: &[&str], secs: u64) -> serde_json::Value {
+    same_output_within_env(budget, &[], cmd, secs)
+}
+
+/// `same_output_within` with extra environment variables for the run under uzswap.
+fn same_output_within_env(
+    budget: &str,
+    env: &[(&str, &std::ffi::OsStr)],
+    cmd: &[&str],
+    secs: u64,
+) -> serde_json::Value {
     use std::os::unix::process::CommandExt;
     let plain = Command::new(cmd[0]).args(&cmd[1..]).output().unwrap();
     assert!(plain.status.success(), "plain run failed: {plain:?}");
@@ -141,6 +151,7 @@ fn same_output_within(budget: &str, cmd: &[&str], secs: u64) -> serde_json::Valu
         .arg(&rep)
         .arg("--")
         .args(cmd)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0)
@@ -303,6 +314,51 @@ fn moves_the_kernel_misreports_lose_no_page() {
     let r = report(&rep);
     let caught = r["pager"]["moves_misreported_by_kernel"].as_u64().unwrap();
     assert!(caught > 100, "{caught} misreported moves caught: {r}");
+}
+
+/// munmap, madvise(MADV_DONTNEED) and mmap(MAP_FIXED) of managed memory hold the regions
+/// lock for writing across the real call, and releasing it is pager code: with readers
+/// parked, parking_lot's unlock may itself park in a `futex` call, and made as program code
+/// that call went through the preload's `syscall` wrapper, which pinned, taking the same lock
+/// for reading, and the program hung (Node, once in about 20 runs; gdb showed the thread in
+/// `munmap` parked in `pin_resident` under its own unlock). `UZSWAP_TEST_FUTEX_IN_UNLOCK` makes
+/// that call on every release: the build before the fix hangs at the first `madvise`.
+#[test]
+fn releasing_the_lock_after_a_program_munmap_never_pins() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+int main(void) {
+    unsigned long sum = 0;
+    for (int round = 0; round < 50; round++) {
+        size_t len = (size_t)(64 + round) << 12;
+        unsigned char *p = mmap(0, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return 2;
+        memset(p, round, len);
+        madvise(p + 4096, 8192, MADV_DONTNEED);
+        size_t half = (len / 2) & ~(size_t)4095;
+        unsigned char *f = mmap(p + half, 4096, PROT_READ | PROT_WRITE,
+                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+        if (f == MAP_FAILED) return 3;
+        sum += p[0] + p[4096] + p[half] + p[len - 1];
+        munmap(p, len);
+        char *q = malloc(1 << 20);
+        memset(q, round, 1 << 20);
+        sum += q[12345];
+        free(q);
+    }
+    printf("sum %lu\n", sum);
+    return 0;
+}
+"#;
+    let exe = compile("drop_unlock", src, &[]);
+    let hook = [("UZSWAP_TEST_FUTEX_IN_UNLOCK", "1".as_ref())];
+    same_output_within_env("64M", &hook, &[exe.to_str().unwrap()], 60);
 }
 
 const CLEAN_REUSE: &str = r#"

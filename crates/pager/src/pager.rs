@@ -285,6 +285,10 @@ pub struct Pager {
 impl Pager {
     pub fn new(cfg: Config, seg: &'static Segment) -> Result<Pager, String> {
         crate::uffd::init_test_hooks();
+        FUTEX_IN_UNLOCK.store(
+            std::env::var_os("UZSWAP_TEST_FUTEX_IN_UNLOCK").is_some(),
+            Relaxed,
+        );
         let uffd = Uffd::new().map_err(|(what, e)| {
             format!("{what} failed: {}", std::io::Error::from_raw_os_error(e))
         })?;
@@ -479,7 +483,11 @@ impl Pager {
         if unmap {
             Self::cut(&mut map, lo, hi);
         }
-        Some(DropGuard { _map: map })
+        Some(DropGuard {
+            _map: map,
+            _in_pager: InPager::enter(),
+            at: lo,
+        })
     }
 
     /// mremap of a managed range: bring every evicted page of the old range back (the moved
@@ -1980,6 +1988,42 @@ impl Pager {
 }
 
 /// Holds the regions write lock across a program's own munmap/madvise/mmap(MAP_FIXED).
+/// Releasing the lock is pager code too: with readers parked, the unlock wakes them through
+/// parking_lot's table of queues, whose bucket lock may park this thread in a `futex` system
+/// call; made as program code, that call went through the preload's `syscall` wrapper, which
+/// pinned (taking the regions lock for reading) while this thread still held it for writing,
+/// and the program hung (Node, once in about 20 runs). Fields drop in order: the lock first,
+/// then the mark.
 pub struct DropGuard<'a> {
     _map: parking_lot::RwLockWriteGuard<'a, BTreeMap<usize, Arc<Region>>>,
+    _in_pager: InPager,
+    /// The first page dropped (the test hook's futex word).
+    at: usize,
+}
+
+/// Test hook (`UZSWAP_TEST_FUTEX_IN_UNLOCK`): as the regions write lock is released after a
+/// drop, make the `futex` call a contended parking_lot unlock makes, through the same libc
+/// symbol, so that the hang above shows on every drop instead of once in many runs.
+static FUTEX_IN_UNLOCK: AtomicBool = AtomicBool::new(false);
+
+impl Drop for DropGuard<'_> {
+    fn drop(&mut self) {
+        if FUTEX_IN_UNLOCK.load(Relaxed) {
+            let zero = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: a FUTEX_WAIT with a zero timeout: the kernel only reads the word (which
+            // may fault: EFAULT) and the timeout, and returns at once. Its result is irrelevant.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    self.at as *const u32,
+                    libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                    u32::MAX,
+                    &zero as *const libc::timespec,
+                );
+            }
+        }
+    }
 }
