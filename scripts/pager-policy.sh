@@ -10,7 +10,8 @@
 # Timing: run under `flock /tmp/uzswap-bench.lock chrt -f 10` (the script takes both itself).
 # Usage: scripts/pager-policy.sh [REPS [FIRST_REP]] > results.jsonl; summary:
 # scripts/pager-policy.py results.jsonl. SKIP="workload:config ..." leaves pairs out (e.g.
-# "sqlite:fifo", 20x slower than the rest); EXTRA_CONFIGS="name|flags;..." adds configurations.
+# "sqlite:fifo", 20x slower than the rest); EXTRA_CONFIGS="name|flags;..." adds configurations,
+# ONLY_CONFIGS="name|flags;..." replaces them, ONLY_WORKLOADS="sqlite;node" picks workloads.
 set -euo pipefail
 REPS=${1:-5}
 FIRST=${2:-1}
@@ -25,11 +26,13 @@ workloads=(
   "reread|40M|$PY $W/reread.py 1000000 4"
   "rebytes|40M|$PY $W/rebytes.py 64 4"
   "sqlite|20M|$PY $W/sqlite_hot.py 150000 40000"
+  "pythreads|96M|$PY $W/pythreads.py 4 150000 3"
 )
 [ -n "$NODE" ] && workloads+=("node|80M|$NODE $W/node_hot.js 300000 400000")
 configs=("clock|--victim clock --keep-clean on" "keep-off|--victim clock --keep-clean off"
   "clock-faults|--victim clock-faults --keep-clean on" "fifo|--victim fifo --keep-clean on")
 if [ -n "${EXTRA_CONFIGS:-}" ]; then IFS=';' read -ra extra <<<"$EXTRA_CONFIGS"; configs+=("${extra[@]}"); fi
+if [ -n "${ONLY_WORKLOADS:-}" ]; then IFS=';' read -ra only <<<"$ONLY_WORKLOADS"; kept=(); for w in "${workloads[@]}"; do for o in "${only[@]}"; do [ "${w%%|*}" = "$o" ] && kept+=("$w"); done; done; workloads=("${kept[@]}"); fi
 if [ -n "${ONLY_CONFIGS:-}" ]; then IFS=';' read -ra configs <<<"$ONLY_CONFIGS"; fi
 for rep in $(seq "$FIRST" "$REPS"); do
   for w in "${workloads[@]}"; do
