@@ -1635,11 +1635,11 @@ mod tests {
         // SAFETY: the run is ours alone in this test.
         unsafe { a.write(first as usize * PAGE_SIZE, &[5u8; 4 * PAGE_SIZE]) };
         let mut runs: Vec<u32> = (0..127).map(|_| a.alloc_run(4).unwrap()).collect();
-        // Half a chunk carved: prefaulting has started, and the chunk after the first is the
-        // prefaulted one, not another opened at once.
+        // The first chunk carved whole: prefaulting started halfway through it, and the chunk
+        // opened next is the prefaulted one, not another faulted in at once.
         let prepared = a.inner.lock().prepared[0];
         wait_for_prefault(&a);
-        runs.extend((0..1).map(|_| a.alloc_run(4).unwrap()));
+        runs.push(a.alloc_run(4).unwrap());
         assert_eq!(runs[127], prepared * CHUNK_FRAMES as u32);
         for r in runs.into_iter().chain([first]) {
             a.free_run(r, 4);
