@@ -372,6 +372,7 @@ impl Pager {
 
     /// Number of regions and their total pages (tests, reports).
     pub fn region_stats(&self) -> (usize, usize) {
+        let _g = InPager::enter();
         let r = self.regions.read_recursive();
         (r.len(), r.values().map(|x| x.pages).sum())
     }
@@ -1655,7 +1656,13 @@ impl Pager {
 
     // ------------------------------------------------------------------ process lifecycle
 
+    /// Called from program code (`mremap`, `exec`, exit), but the wait is pager code, run as
+    /// such (see `sys::SigBlock`): parked on the reclaim lock with signals open, the thread
+    /// could run a handler of the program that faults, and the fault path parks on the regions
+    /// lock while the thread's parking_lot state is still queued on the first.
     pub fn pause(&self) {
+        let _b = sys::SigBlock::new();
+        let _g = InPager::enter();
         self.paused.fetch_add(1, AcqRel);
         // Wait for a reclaim in progress to finish.
         drop(self.reclaim.lock());
