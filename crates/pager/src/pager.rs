@@ -983,7 +983,13 @@ impl Pager {
         // `InPager`: a contended lock parks through `syscall(SYS_futex)`, whose wrapper would
         // pin (and so lock) again.
         let _g = InPager::enter();
-        let map = self.regions.read_recursive();
+        // Signals are open here, so never wait for the table: parked on it, the thread could
+        // run a handler of the program that faults and parks again while the first park is
+        // still queued. A writer holding it (an unmap in progress) sends the pin to the
+        // general path, which waits with signals blocked.
+        let Some(map) = self.regions.try_read_recursive() else {
+            return (false, lo);
+        };
         let mut any = false;
         let mut at = lo;
         while at < hi {
@@ -1053,9 +1059,16 @@ impl Pager {
         let lo = addr & !(PAGE - 1);
         let hi = addr.saturating_add(len).div_ceil(PAGE) * PAGE;
         // `InPager`: a contended lock parks through `syscall(SYS_futex)`, whose wrapper would
-        // pin (and so lock) again.
+        // pin (and so lock) again. Waiting for the table (a writer holds it) with signals
+        // blocked, as in `pin_resident`.
         let _g = InPager::enter();
-        let map = self.regions.read_recursive();
+        let (_mask, map) = match self.regions.try_read_recursive() {
+            Some(map) => (None, map),
+            None => {
+                let mask = sys::SigBlock::new();
+                (Some(mask), self.regions.read_recursive())
+            }
+        };
         for (_, r) in map.range(..hi).rev().take_while(|(_, r)| r.end() > lo) {
             for i in r.index(lo.max(r.start))..r.index(hi.min(r.end()) - 1) + 1 {
                 let w = r.state(i);
