@@ -320,7 +320,7 @@ fn moves_the_kernel_misreports_lose_no_page() {
 /// lock for writing across the real call, and releasing it is pager code: with readers
 /// parked, parking_lot's unlock may itself park in a `futex` call, and made as program code
 /// that call went through the preload's `syscall` wrapper, which pinned, taking the same lock
-/// for reading, and the program hung (Node, once in about 20 runs; gdb showed the thread in
+/// for reading, and the program hung (Node, once in a series of runs; gdb showed the thread in
 /// `munmap` parked in `pin_resident` under its own unlock). `UZSWAP_TEST_FUTEX_IN_UNLOCK` makes
 /// that call on every release: the build before the fix hangs at the first `madvise`.
 #[test]
