@@ -2012,8 +2012,8 @@ impl Pager {
 /// parking_lot's table of queues, whose bucket lock may park this thread in a `futex` system
 /// call; made as program code, that call went through the preload's `syscall` wrapper, which
 /// pinned (taking the regions lock for reading) while this thread still held it for writing,
-/// and the program hung (Node, once, in the 19th run of a series). Fields drop in order: the lock first,
-/// then the mark.
+/// and the program hung (Node, once, in the 19th run of a series). Fields drop in order: the
+/// lock first, then the mark.
 pub struct DropGuard<'a> {
     _map: parking_lot::RwLockWriteGuard<'a, BTreeMap<usize, Arc<Region>>>,
     _in_pager: InPager,

@@ -317,19 +317,16 @@ impl Zswap {
                 requested: p.lru,
             });
         }
-        self.inner.pools.set_huge_first_chunk(p.huge_first_chunk);
         if p.compressor != cur.compressor
             || p.chain_size != cur.chain_size
             || p.chain_rule != cur.chain_rule
         {
-            if let Err(e) = self
-                .inner
-                .pools
-                .switch(p.compressor, p.chain_size, p.chain_rule)
-            {
-                self.inner.pools.set_huge_first_chunk(cur.huge_first_chunk);
-                return Err(e);
-            }
+            self.inner.pools.switch(
+                p.compressor,
+                p.chain_size,
+                p.chain_rule,
+                p.huge_first_chunk,
+            )?;
         }
         self.inner.hot.set(&p);
         if p.max_pool_percent != cur.max_pool_percent

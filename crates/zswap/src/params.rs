@@ -155,8 +155,8 @@ pub struct Params {
     /// 4 KiB at a time until the arena's prefault thread takes over (an empty cache's stores
     /// ran 2-3 % slower that way, BENCHMARKS.md); `false`, 4 KiB pages faulted in as zspages
     /// are carved, for many small caches (one per process under `uzswap run`), each of which
-    /// would otherwise have up to 2 MiB resident from its first store. Applies to pools
-    /// created after it is set.
+    /// would otherwise have up to 2 MiB resident from its first store. Read when a pool is
+    /// created: with the cache, and when a new compressor or chain size makes a new one.
     pub huge_first_chunk: bool,
 }
 

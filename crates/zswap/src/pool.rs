@@ -83,7 +83,7 @@ pub(crate) struct Pools {
     instance: u64,
     /// Current bound of every pool's freed-memory cache (the pool limit, in pages).
     max_cached_pages: AtomicUsize,
-    /// `Params::huge_first_chunk` for pools created from now on.
+    /// `Params::huge_first_chunk` of the last pool created.
     huge_first_chunk: AtomicBool,
     /// LRU lists per pool in a cgroup: 0 with the global LRU (every pool shares lanes
     /// `0..nodes`), `nodes` with per-pool lists.
@@ -131,16 +131,18 @@ impl Pools {
             huge_first_chunk: AtomicBool::new(huge_first_chunk),
             lanes_per_pool,
         };
-        pools.switch(alg, chain_size, chain_rule)?;
+        pools.switch(alg, chain_size, chain_rule, huge_first_chunk)?;
         Ok(pools)
     }
 
     /// Make a new pool current and kill the old current one (it lives on while it has entries).
+    /// `huge_first_chunk`: `Params::huge_first_chunk`, read when a pool is created.
     pub(crate) fn switch(
         &self,
         alg: Algorithm,
         chain_size: usize,
         chain_rule: ChainRule,
+        huge_first_chunk: bool,
     ) -> Result<(), Error> {
         let mut reg = self.reg.lock();
         let id = (0..MAX_POOLS)
@@ -150,8 +152,13 @@ impl Pools {
             chain_size,
             chain_rule,
         };
-        let policy = self.policy();
+        let policy = memory_policy(
+            self.max_cached_pages.load(Ordering::Relaxed),
+            huge_first_chunk,
+        );
         let zs = Pool::with_memory_policy(cfg, policy).map_err(Error::Pool)?;
+        self.huge_first_chunk
+            .store(huge_first_chunk, Ordering::Relaxed);
         let pool = Arc::new(ZswapPool {
             id: id as u16,
             alg,
@@ -291,22 +298,10 @@ impl Pools {
     pub(crate) fn set_max_cached_pages(&self, pages: usize) {
         let reg = self.reg.lock();
         self.max_cached_pages.store(pages, Ordering::Relaxed);
+        let policy = memory_policy(pages, self.huge_first_chunk.load(Ordering::Relaxed));
         for p in &reg.live {
-            p.zs.set_memory_policy(self.policy());
+            p.zs.set_memory_policy(policy);
         }
-    }
-
-    /// Whether pools created from now on get a huge first chunk (`Params::huge_first_chunk`).
-    pub(crate) fn set_huge_first_chunk(&self, on: bool) {
-        self.huge_first_chunk.store(on, Ordering::Relaxed);
-    }
-
-    /// The memory policy of a pool created now.
-    fn policy(&self) -> MemoryPolicy {
-        memory_policy(
-            self.max_cached_pages.load(Ordering::Relaxed),
-            self.huge_first_chunk.load(Ordering::Relaxed),
-        )
     }
 
     /// Return the cached runs whose decay time has passed to the OS; pages returned.
