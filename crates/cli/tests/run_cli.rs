@@ -839,6 +839,27 @@ fn unmanageable_programs_are_refused_before_they_start() {
     } else {
         println!("SKIPPED: no objcopy to build a Go-like ELF");
     }
+    // Neither ELF nor script, a truncated ELF, and an ELF header naming tables far beyond the
+    // file (read piece by piece: nothing is allocated for them).
+    let real = std::fs::read(compile("plain_hello", hello, &[])).unwrap();
+    let mut huge = real[..64].to_vec();
+    huge[0x20..0x28].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    huge[0x38..0x3a].copy_from_slice(&u16::MAX.to_le_bytes());
+    for (name, bytes) in [
+        ("not_a_program", b"just text\n".to_vec()),
+        ("truncated_elf", real[..real.len() / 4].to_vec()),
+        ("huge_tables_elf", huge),
+    ] {
+        let f = workdir().join(name);
+        std::fs::write(&f, bytes).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let out = run(&f);
+        assert_eq!(out.status.code(), Some(1), "{name}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("neither an ELF program"),
+            "{name}: {out:?}"
+        );
+    }
 }
 
 #[test]
