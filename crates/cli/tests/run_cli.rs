@@ -249,6 +249,38 @@ fn c_program_identical_under_budget() {
     assert!(rss <= (8 << 20) + (12 << 20), "peak RSS {rss}");
 }
 
+#[test]
+fn background_reclaim_evicts_beside_the_program_and_off_leaves_it_to_faults() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile(
+        "fill_background",
+        &FILL.replace("unsigned char *m = mmap_anon(n);", ""),
+        &[],
+    );
+    let cmd = [exe.to_str().unwrap(), "24"];
+    // On by default: the reclaim thread takes evictions off the faulting thread, and the
+    // budget holds as with direct reclaim alone.
+    let on = same_output("8M", &cmd);
+    let p = &on["pager"];
+    let (all, bg) = (
+        p["evictions"].as_u64().unwrap(),
+        p["evictions_background"].as_u64().unwrap(),
+    );
+    assert!(all > 1000 && bg > 0 && bg <= all, "{on}");
+    let charged = on["budget"]["peak_charged_bytes"].as_u64().unwrap();
+    assert!(charged <= (8 << 20) + (2 << 20), "peak charged {charged}");
+    // Off: every eviction is the faulting thread's.
+    let off = same_output_with("8M", &["--background-reclaim", "off"], &cmd);
+    assert!(off["pager"]["evictions"].as_u64().unwrap() > 1000, "{off}");
+    assert_eq!(
+        off["pager"]["evictions_background"].as_u64(),
+        Some(0),
+        "{off}"
+    );
+}
+
 const THREADS: &str = r#"
 #include <pthread.h>
 #include <stdio.h>

@@ -81,6 +81,16 @@ pub struct Config {
     /// Keep the cache's copy of a page that came back by a read fault, so that re-evicting it
     /// while it stays unwritten costs no compression (needs write tracking).
     pub keep_clean: bool,
+    /// Background reclaim (`--background-reclaim`): a fault that leaves the tree within this
+    /// many pages of its budget wakes the reclaim threads, which evict down to twice as far
+    /// below it; 0 = off (every eviction is direct reclaim by the faulting thread).
+    pub bg_headroom: usize,
+}
+
+/// Background reclaim's wake-up distance below the budget: 1/128 of it (0.75 MiB of a 96 MiB
+/// budget), at least 16 pages, at most 256 (1 MiB).
+fn bg_headroom(budget_bytes: u64) -> usize {
+    ((budget_bytes / PAGE as u64 / 128) as usize).clamp(16, 256)
 }
 
 /// Victim selection (`--victim`, docs/pager.md "Victim selection").
@@ -143,6 +153,12 @@ impl Config {
                 _ => Victim::Clock,
             },
             keep_clean: get("UZSWAP_KEEP_CLEAN").as_deref() == Some("on"),
+            bg_headroom: if budget_bytes == 0 || get("UZSWAP_BG_RECLAIM").as_deref() == Some("off")
+            {
+                0
+            } else {
+                bg_headroom(budget_bytes)
+            },
             readahead: get("UZSWAP_READAHEAD")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0usize)
@@ -265,6 +281,8 @@ pub struct Pager {
     pub warmups: AtomicU64,
     /// This process's resident count when its last sweep found nothing to evict (-1: none).
     starved_at: AtomicI64,
+    /// Background reclaim was asked for and is not finished (one wake-up at a time).
+    bg_pending: AtomicBool,
     /// A fork child that had no evicted page at fork takes its own swap area at its first
     /// eviction instead of at fork (most children of a shell exec or exit first).
     own_area_pending: AtomicBool,
@@ -346,6 +364,7 @@ impl Pager {
             retired: std::sync::atomic::AtomicBool::new(false),
             warmups: AtomicU64::new(0),
             starved_at: AtomicI64::new(-1),
+            bg_pending: AtomicBool::new(false),
             own_area_pending: AtomicBool::new(false),
             fork_handshake: [AtomicI32::new(-1), AtomicI32::new(-1)],
             inherited: AtomicI64::new(0),
@@ -1130,14 +1149,35 @@ impl Pager {
     }
 
     fn over_budget(&self) -> bool {
+        self.over_budget_by(0)
+    }
+
+    /// Is the tree's charge above its budget less `margin` pages?
+    fn over_budget_by(&self, margin: usize) -> bool {
         let b = self.seg.budget_bytes.load(Relaxed);
-        b != 0 && self.seg.charged_pages() as u64 * PAGE as u64 > b
+        b != 0
+            && self.seg.charged_pages() as u64 * PAGE as u64
+                > b.saturating_sub((margin * PAGE) as u64)
     }
 
     /// Direct reclaim: evict until the tree is within its budget. When this process has
     /// nothing left to evict (the rest of the tree holds the memory), ask the others.
+    /// Before that, background reclaim: a charge within `bg_headroom` of the budget wakes the
+    /// reclaim threads (once until they are done), as a zone's low watermark wakes kswapd, so
+    /// that the faulting thread rarely evicts itself: the compression then runs on another
+    /// CPU, beside the program instead of in its path.
     pub fn maybe_reclaim(&self) {
         self.seg.note_peak();
+        let h = self.cfg.bg_headroom;
+        if h > 0
+            && !self.bg_pending.load(Relaxed)
+            && self.paused.load(Relaxed) == 0
+            && self.over_budget_by(h)
+            && !self.bg_pending.swap(true, Relaxed)
+        {
+            let _g = InPager::enter();
+            self.seg.request_reclaim();
+        }
         if !self.over_budget() || self.paused.load(Relaxed) > 0 {
             return;
         }
@@ -1194,10 +1234,31 @@ impl Pager {
                         }
                         self.publish_pool();
                     }
+                    self.background_reclaim();
                     self.publish_pool();
                     self.seg.note_peak();
                 }
             });
+    }
+
+    /// Background reclaim on the reclaim thread: evict until the tree is twice `bg_headroom`
+    /// below its budget (the high watermark), bounded per wake-up like the loop above.
+    fn background_reclaim(&self) {
+        let h = self.cfg.bg_headroom;
+        if h == 0 {
+            return;
+        }
+        let mut rounds = 0;
+        while self.over_budget_by(2 * h) && self.paused.load(Relaxed) == 0 && rounds < 256 {
+            rounds += 1;
+            let n = self.evict(self.cfg.batch);
+            self.seg.bg_evictions.fetch_add(n as u64, Relaxed);
+            self.publish_pool();
+            if n < self.cfg.batch {
+                break;
+            }
+        }
+        self.bg_pending.store(false, Relaxed);
     }
 
     /// Evicts up to `want` pages of this process. Returns how many left.
@@ -1912,6 +1973,8 @@ impl Pager {
         self.pool_published.store(0, Relaxed);
         self.retired.store(false, Relaxed);
         self.starved_at.store(-1, Relaxed);
+        // The parent's reclaim thread may have been mid-sweep: the child's starts idle.
+        self.bg_pending.store(false, Relaxed);
         // The inherited resident pages are the parent's, shared copy-on-write: not charged
         // again (the kernel charges a page once, to the cgroup that faulted it in).
         // A kept clean copy is the parent's slot: the child forgets it (its copy of a pool

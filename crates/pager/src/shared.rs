@@ -56,6 +56,8 @@ pub struct Segment {
     pub faults_zero: AtomicU64,
     pub fault_around_pages: AtomicU64,
     pub evictions: AtomicU64,
+    /// Of `evictions`, those made by the reclaim threads' background reclaim.
+    pub bg_evictions: AtomicU64,
     pub evict_busy: AtomicU64,
     /// Pages `UFFDIO_MOVE` moved while reporting an error (found in the scratch area).
     pub move_misreported: AtomicU64,

@@ -49,6 +49,12 @@ pub struct Args {
     /// default window, vm.page-cluster 3).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(0..=64))]
     pub readahead: u8,
+    /// Background reclaim: when the tree comes within 1/128 of SIZE (16 to 256 pages), each
+    /// process's reclaim thread evicts down to twice that far below, so that faulting threads
+    /// rarely evict themselves and compression runs on another CPU (on, the default), or every
+    /// eviction is direct reclaim by the faulting thread, as under a cgroup v1 limit (off).
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub background_reclaim: OnOff,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
     pub cmd: Vec<OsString>,
@@ -418,6 +424,14 @@ fn run_inner(args: Args) -> Result<i32> {
         )
         .env("UZSWAP_READAHEAD", args.readahead.to_string())
         .env(
+            "UZSWAP_BG_RECLAIM",
+            if args.background_reclaim == OnOff::On {
+                "on"
+            } else {
+                "off"
+            },
+        )
+        .env(
             "UZSWAP_KEEP_CLEAN",
             if args.keep_clean == OnOff::On {
                 "on"
@@ -542,6 +556,7 @@ fn build_report(
         },
         "pager": {
             "evictions": l(&seg.evictions),
+            "evictions_background": l(&seg.bg_evictions),
             "evictions_skipped_busy": l(&seg.evict_busy),
             "moves_misreported_by_kernel": l(&seg.move_misreported),
             "refaults": l(&seg.refaults),
