@@ -17,7 +17,8 @@
 //! (slot offsets are stored in the evicted pages' state words); a scratch area of
 //! `SCRATCH_PAGES` pages registered with the userfaultfd as the MOVE target.
 //!
-//! **Lock order**: regions RwLock (read: faults, pins, eviction; write: mapping changes, fork)
+//! **Lock order**: regions RwLock (read: faults, pins, eviction; write: mapping changes, fork;
+//! a `futex_rwlock`, whose waiters wait in the kernel, so that a fork child inherits no queue)
 //! -> reclaim mutex -> the cache's locks. Every read of the regions lock is recursive
 //! (`read_recursive`): a signal handler may fault, or make a wrapped call, on a thread that
 //! holds it, and must not queue behind a waiting writer. All pager code runs with signals
@@ -26,6 +27,7 @@
 //! the one exception is pinning and unpinning pages that are already resident (one
 //! compare-and-swap per page, `InPager` set), which runs with signals open.
 
+pub mod futex_rwlock;
 pub mod hooks;
 pub mod pagelog;
 pub mod pager;

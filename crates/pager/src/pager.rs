@@ -35,7 +35,9 @@ use std::sync::atomic::{
 };
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock};
+use parking_lot::Mutex;
+
+use crate::futex_rwlock::FutexRwLock;
 use uzswap_zswap::SwapFile;
 use uzswap_zswap::{CgroupId, LoadOutcome, Params, SwapSlot, Zswap};
 
@@ -252,7 +254,7 @@ thread_local! {
 
 pub struct Pager {
     uffd: AtomicPtr<Uffd>,
-    regions: RwLock<BTreeMap<usize, Arc<Region>>>,
+    regions: FutexRwLock<BTreeMap<usize, Arc<Region>>>,
     /// Lowest start and highest end of any region ever managed: a quick "not ours" test.
     span_lo: AtomicUsize,
     span_hi: AtomicUsize,
@@ -334,7 +336,7 @@ impl Pager {
             .map_err(|e| format!("cache: {e}"))?;
         Ok(Pager {
             uffd: AtomicPtr::new(Box::into_raw(Box::new(uffd))),
-            regions: RwLock::new(BTreeMap::new()),
+            regions: FutexRwLock::new(BTreeMap::new()),
             span_lo: AtomicUsize::new(usize::MAX),
             span_hi: AtomicUsize::new(0),
             zswap,
@@ -638,6 +640,7 @@ impl Pager {
                 rec.event(kind, (addr / PAGE) as u64, 0);
             }
             self.maybe_reclaim();
+            self.seg.record_fault_with_reclaim(sys::now_ns() - t0);
         }
         handled
     }
@@ -1802,7 +1805,11 @@ impl Pager {
     /// outside it.
     pub(crate) fn fork_excluded(
         &self,
-    ) -> parking_lot::RwLockReadGuard<'_, BTreeMap<usize, Arc<Region>>> {
+    ) -> parking_lot::lock_api::RwLockReadGuard<
+        '_,
+        crate::futex_rwlock::RawFutexRwLock,
+        BTreeMap<usize, Arc<Region>>,
+    > {
         self.regions.read_recursive()
     }
 
@@ -1891,13 +1898,13 @@ impl Pager {
         self.zswap.hold_shrink_worker(false);
     }
 
-    /// fork, child: release what `lock_for_fork` took, after making the child's copies of the
-    /// locks its own. Threads of the parent that were parked on the regions lock at the fork
-    /// (the program's, entering a fault or a wrapped call while the parent forked) are still
-    /// in the child's copy of parking_lot's wait queues, in memory glibc hands to the child's
-    /// next threads as their stacks: the new thread would rewrite the stale entry as its own
-    /// and corrupt the queue. Drop them all from it before any thread starts. The cache's
-    /// background threads are the parent's too: the cache starts its own.
+    /// fork, child: release what `lock_for_fork` took. The regions lock keeps its waiters in
+    /// the kernel (`futex_rwlock`): threads of the parent that were waiting for it at the fork
+    /// (the program's, entering a fault or a wrapped call) left nothing in the child but the
+    /// word's waiting bits, which the unlock clears. (With parking_lot's lock they stayed in the
+    /// child's copy of its user-space queues, and a parent thread caught inside a queue's bucket
+    /// lock at the fork left it locked: the child hung dropping them.) The cache's background
+    /// threads are the parent's too: the cache starts its own.
     ///
     /// # Safety
     /// Only in the child of a fork prepared by `lock_for_fork`, before it starts any thread.
@@ -1905,17 +1912,8 @@ impl Pager {
         // The cache's new thread inherits both: pager code, every signal blocked.
         let _g = InPager::enter();
         let _b = sys::SigBlock::new();
-        // SAFETY: the regions lock's two wait-queue keys (parking_lot's `RawRwLock` parks
-        // readers and writers at its address, a writer waiting for readers at its address + 1);
-        // every thread queued there is the parent's, none is in this process to be woken.
-        unsafe {
-            let key = self.regions.raw() as *const _ as usize;
-            for k in [key, key + 1] {
-                parking_lot_core::unpark_all(k, parking_lot_core::DEFAULT_UNPARK_TOKEN);
-            }
-        }
-        // SAFETY: as in `unlock_after_fork`; the queue is empty, the parked bits are cleared by
-        // the next contended unlock.
+        // SAFETY: `lock_for_fork` took the write lock and forgot its guard; this is its one
+        // matching release in the child.
         unsafe { self.regions.force_unlock_write() };
         // SAFETY: the caller's guarantee: a fork child with one thread.
         unsafe { self.zswap.after_fork_child() }.map_err(|e| format!("cache: {e}"))?;
@@ -2071,22 +2069,26 @@ impl Pager {
 }
 
 /// Holds the regions write lock across a program's own munmap/madvise/mmap(MAP_FIXED).
-/// Releasing the lock is pager code too: with readers parked, the unlock wakes them through
-/// parking_lot's table of queues, whose bucket lock may park this thread in a `futex` system
-/// call; made as program code, that call went through the preload's `syscall` wrapper, which
-/// pinned (taking the regions lock for reading) while this thread still held it for writing,
-/// and the program hung (Node, once, in the 19th run of a series). Fields drop in order: the
+/// Releasing the lock is pager code too: with readers waiting, the unlock wakes them with a
+/// `futex` system call; made as program code, such a call went through the preload's
+/// `syscall` wrapper, which pinned (taking the regions lock for reading) while this thread still
+/// held it for writing, and the program hung (Node, once, in the 19th run of a series, when the
+/// lock was parking_lot's, whose unlock could park on a bucket lock). Fields drop in order: the
 /// lock first, then the mark.
 pub struct DropGuard<'a> {
-    _map: parking_lot::RwLockWriteGuard<'a, BTreeMap<usize, Arc<Region>>>,
+    _map: parking_lot::lock_api::RwLockWriteGuard<
+        'a,
+        crate::futex_rwlock::RawFutexRwLock,
+        BTreeMap<usize, Arc<Region>>,
+    >,
     _in_pager: InPager,
     /// The first page dropped (the test hook's futex word).
     at: usize,
 }
 
 /// Test hook (`UZSWAP_TEST_FUTEX_IN_UNLOCK`): as the regions write lock is released after a
-/// drop, make the `futex` call a contended parking_lot unlock makes, through the same libc
-/// symbol, so that the hang above shows on every drop instead of once in many runs.
+/// drop, make a `futex` call on the program's memory through the same libc symbol, so that
+/// the hang above would show on every drop instead of once in many runs.
 static FUTEX_IN_UNLOCK: AtomicBool = AtomicBool::new(false);
 
 impl Drop for DropGuard<'_> {

@@ -90,6 +90,9 @@ pub struct Segment {
     /// evict itself: every process's reclaim thread then evicts from its own memory.
     pub reclaim_req: AtomicU32,
     pub hist: [AtomicU64; HIST_BUCKETS],
+    /// The same faults, timed to the end of the direct reclaim they caused (what the faulting
+    /// thread paid in all, as a kernel swap-in under a memory limit includes its reclaim).
+    pub hist_with_reclaim: [AtomicU64; HIST_BUCKETS],
     pub counters: [CounterCell; COUNTER_CELLS],
     pub procs: [ProcSlot; PROC_SLOTS],
 }
@@ -144,6 +147,11 @@ impl Segment {
     pub fn record_fault(&self, ns: u64) {
         self.faults.fetch_add(1, Relaxed);
         self.hist[bucket_of(ns)].fetch_add(1, Relaxed);
+    }
+
+    /// A fault's time including the direct reclaim after it (see `hist_with_reclaim`).
+    pub fn record_fault_with_reclaim(&self, ns: u64) {
+        self.hist_with_reclaim[bucket_of(ns)].fetch_add(1, Relaxed);
     }
 
     /// Pages charged to the budget right now.
@@ -298,30 +306,40 @@ impl Segment {
             .collect()
     }
 
-    /// The latency at quantile `q` (0..1) in microseconds, from the histogram.
+    /// The fault latency at quantile `q` (0..1) in microseconds, from the histogram.
     pub fn quantile_us(&self, q: f64) -> f64 {
-        let counts: Vec<u64> = self.hist.iter().map(|h| h.load(Relaxed)).collect();
-        let total: u64 = counts.iter().sum();
-        if total == 0 {
-            return 0.0;
-        }
-        let want = ((total as f64) * q).ceil().max(1.0) as u64;
-        let mut acc = 0;
-        for (b, c) in counts.iter().enumerate() {
-            acc += c;
-            if acc >= want {
-                // Middle of the bucket.
-                let lo = bucket_us(b);
-                let hi = if b + 1 < HIST_BUCKETS {
-                    bucket_us(b + 1)
-                } else {
-                    lo
-                };
-                return (lo + hi) / 2.0;
-            }
-        }
-        0.0
+        quantile(&self.hist, q)
     }
+
+    /// The same, timed to the end of each fault's direct reclaim.
+    pub fn quantile_with_reclaim_us(&self, q: f64) -> f64 {
+        quantile(&self.hist_with_reclaim, q)
+    }
+}
+
+/// The value at quantile `q` of a latency histogram, in microseconds (0 when empty).
+fn quantile(hist: &[AtomicU64; HIST_BUCKETS], q: f64) -> f64 {
+    let counts: Vec<u64> = hist.iter().map(|h| h.load(Relaxed)).collect();
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return 0.0;
+    }
+    let want = ((total as f64) * q).ceil().max(1.0) as u64;
+    let mut acc = 0;
+    for (b, c) in counts.iter().enumerate() {
+        acc += c;
+        if acc >= want {
+            // Middle of the bucket.
+            let lo = bucket_us(b);
+            let hi = if b + 1 < HIST_BUCKETS {
+                bucket_us(b + 1)
+            } else {
+                lo
+            };
+            return (lo + hi) / 2.0;
+        }
+    }
+    0.0
 }
 
 /// Is `fd` open on a file of the segment's size (the run's memfd)?

@@ -544,6 +544,8 @@ fn build_report(
             "count": l(&seg.faults),
             "p50_us": seg.quantile_us(0.5),
             "p99_us": seg.quantile_us(0.99),
+            "p50_with_reclaim_us": seg.quantile_with_reclaim_us(0.5),
+            "p99_with_reclaim_us": seg.quantile_with_reclaim_us(0.99),
             "from_pool": l(&seg.faults_from_pool),
             "from_swapfile": l(&seg.faults_from_swapfile),
             "zero": l(&seg.faults_zero),
