@@ -584,8 +584,9 @@ fn summary(r: &serde_json::Value) -> String {
     let g = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
     format!(
         "uzswap run: exit status {}, {:.2} s, peak RSS {:.1} MiB (budget {:.1} MiB, peak charged {:.1} MiB)\n\
-         faults {} (pool {}, swap file {}, zero {}), p50 {:.1} us, p99 {:.1} us\n\
-         zswpout {}, zswpin {}, zswpwb {}, pswpout {}, pswpin {}, evictions {}\n\
+         faults {} (pool {}, swap file {}, zero {}), p50 {:.1} us, p99 {:.1} us \
+         (with the direct reclaim they caused: {:.1} us, {:.1} us)\n\
+         zswpout {}, zswpin {}, zswpwb {}, pswpout {}, pswpin {}, evictions {} ({} in the background)\n\
          re-evictions {}, of which reused a kept clean copy {} ({:.0} %)\n",
         r["exit_status"],
         r["elapsed_s"].as_f64().unwrap_or(0.0),
@@ -598,12 +599,15 @@ fn summary(r: &serde_json::Value) -> String {
         g(&f["zero"]),
         f["p50_us"].as_f64().unwrap_or(0.0),
         f["p99_us"].as_f64().unwrap_or(0.0),
+        f["p50_with_reclaim_us"].as_f64().unwrap_or(0.0),
+        f["p99_with_reclaim_us"].as_f64().unwrap_or(0.0),
         g(&c["zswpout"]),
         g(&c["zswpin"]),
         g(&c["zswpwb"]),
         g(&c["pswpout"]),
         g(&c["pswpin"]),
         g(&r["pager"]["evictions"]),
+        g(&r["pager"]["evictions_background"]),
         g(&r["pager"]["reevictions"]),
         g(&r["pager"]["reevictions_saved"]),
         r["pager_reevictions_saved"].as_f64().unwrap_or(0.0) * 100.0,
