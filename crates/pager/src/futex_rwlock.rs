@@ -92,17 +92,23 @@ impl RawFutexRwLock {
                 std::thread::yield_now();
                 continue;
             }
-            let waiting = s | READERS_WAITING;
-            if s & READERS_WAITING == 0
-                && self
-                    .state
-                    .compare_exchange(s, waiting, Relaxed, Relaxed)
-                    .is_err()
-            {
-                continue;
-            }
-            futex_wait(&self.state, waiting);
+            self.wait_on(s, READERS_WAITING);
         }
+    }
+
+    /// Announces a waiter (`bit`) on the word last seen as `s` and sleeps until the word
+    /// changes; returns at once if it changed meanwhile (the caller looks again either way).
+    fn wait_on(&self, s: u32, bit: u32) {
+        let waiting = s | bit;
+        if s & bit == 0
+            && self
+                .state
+                .compare_exchange(s, waiting, Relaxed, Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        futex_wait(&self.state, waiting);
     }
 }
 
@@ -151,16 +157,7 @@ unsafe impl RawRwLock for RawFutexRwLock {
                 }
                 continue;
             }
-            let waiting = s | WRITERS_WAITING;
-            if s & WRITERS_WAITING == 0
-                && self
-                    .state
-                    .compare_exchange(s, waiting, Relaxed, Relaxed)
-                    .is_err()
-            {
-                continue;
-            }
-            futex_wait(&self.state, waiting);
+            self.wait_on(s, WRITERS_WAITING);
         }
     }
 
