@@ -4,7 +4,7 @@
 //! UZSWAP_KERNEL_TESTS=1) the live kernel comparison restoring every setting.
 
 use std::io::Write as _; // skip notices bypass the test harness's output capture
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn uzswap(args: &[&str]) -> Output {
@@ -14,8 +14,26 @@ fn uzswap(args: &[&str]) -> Output {
         .expect("run uzswap")
 }
 
+/// A file of this test process, under cargo's target tmp directory (`cargo clean` takes it);
+/// files of earlier runs whose process is gone are removed at first use.
 fn tmp(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("uzswap-replay-cli-{}-{name}", std::process::id()))
+    static CLEANED: std::sync::Once = std::sync::Once::new();
+    let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("replay-cli");
+    CLEANED.call_once(|| {
+        std::fs::create_dir_all(&base).unwrap();
+        for e in std::fs::read_dir(&base).unwrap().flatten() {
+            let gone = e
+                .file_name()
+                .to_str()
+                .and_then(|n| n.split('-').next()?.parse::<u32>().ok())
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+            if gone {
+                let p = e.path();
+                let _ = std::fs::remove_file(&p).or_else(|_| std::fs::remove_dir_all(&p));
+            }
+        }
+    });
+    base.join(format!("{}-{name}", std::process::id()))
 }
 
 /// A raw page dump of real bytes: the uzswap binary's first 2048 pages.

@@ -42,10 +42,25 @@ fn uffd_ok() -> bool {
     }
 }
 
+/// This test process's scratch directory (programs, reports, a 60 MB recorded trace), under
+/// cargo's target tmp directory so that `cargo clean` takes it; those of earlier runs whose
+/// process is gone are removed first, so repeated runs do not pile them up (they did in /tmp).
 fn workdir() -> PathBuf {
     static D: OnceLock<PathBuf> = OnceLock::new();
     D.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("uzswap-run-tests-{}", std::process::id()));
+        let base = Path::new(env!("CARGO_TARGET_TMPDIR")).join("run-tests");
+        std::fs::create_dir_all(&base).unwrap();
+        for e in std::fs::read_dir(&base).unwrap().flatten() {
+            let gone = e
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+                .is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+            if gone {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+        let d = base.join(std::process::id().to_string());
         std::fs::create_dir_all(&d).unwrap();
         d
     })
