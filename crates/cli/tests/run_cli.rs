@@ -236,6 +236,19 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// `FILL` without its own mapping: a heap it fills, checks and sums (compiled once).
+fn fill_small() -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| {
+        compile(
+            "fill_small",
+            &FILL.replace("unsigned char *m = mmap_anon(n);", ""),
+            &[],
+        )
+    })
+    .clone()
+}
+
 #[test]
 fn c_program_identical_under_budget() {
     if !uffd_ok() {
@@ -269,11 +282,7 @@ fn background_reclaim_evicts_beside_the_program_and_off_leaves_it_to_faults() {
     if !uffd_ok() {
         return;
     }
-    let exe = compile(
-        "fill_background",
-        &FILL.replace("unsigned char *m = mmap_anon(n);", ""),
-        &[],
-    );
+    let exe = fill_small();
     let cmd = [exe.to_str().unwrap(), "24"];
     // On by default: the reclaim thread takes evictions off the faulting thread, and the
     // budget holds as with direct reclaim alone.
@@ -914,11 +923,7 @@ fn record_trace_writes_a_replayable_trace() {
     if !uffd_ok() {
         return;
     }
-    let exe = compile(
-        "fill_small",
-        &FILL.replace("unsigned char *m = mmap_anon(n);", ""),
-        &[],
-    );
+    let exe = fill_small();
     let trace = workdir().join("run.trace");
     ensure_preload();
     let out = Command::new(uzswap())

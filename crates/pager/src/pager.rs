@@ -1227,16 +1227,7 @@ impl Pager {
                     self.publish_pool();
                     self.publish_charge();
                     self.seg.collect_dead(me);
-                    // Bounded per wake-up: a tree whose memory is elsewhere is not this
-                    // thread's to spin on.
-                    let mut rounds = 0;
-                    while self.over_budget() && self.paused.load(Relaxed) == 0 && rounds < 256 {
-                        rounds += 1;
-                        if self.evict(self.cfg.batch) < self.cfg.batch {
-                            break;
-                        }
-                        self.publish_pool();
-                    }
+                    self.evict_until_within(0);
                     self.background_reclaim();
                     self.publish_pool();
                     self.seg.note_peak();
@@ -1244,23 +1235,34 @@ impl Pager {
             });
     }
 
+    /// The reclaim thread's eviction: batch by batch until the tree is `margin` pages or more
+    /// below its budget (or eviction is paused), at most 256 batches per wake-up (a tree whose
+    /// memory is elsewhere is not this thread's to spin on). Returns the pages evicted.
+    fn evict_until_within(&self, margin: usize) -> u64 {
+        let mut evicted = 0;
+        for _ in 0..256 {
+            if !self.over_budget_by(margin) || self.paused.load(Relaxed) > 0 {
+                break;
+            }
+            let n = self.evict(self.cfg.batch);
+            evicted += n as u64;
+            if n < self.cfg.batch {
+                break;
+            }
+            self.publish_pool();
+        }
+        evicted
+    }
+
     /// Background reclaim on the reclaim thread: evict until the tree is twice `bg_headroom`
-    /// below its budget (the high watermark), bounded per wake-up like the loop above.
+    /// below its budget (the high watermark).
     fn background_reclaim(&self) {
         let h = self.cfg.bg_headroom;
         if h == 0 {
             return;
         }
-        let mut rounds = 0;
-        while self.over_budget_by(2 * h) && self.paused.load(Relaxed) == 0 && rounds < 256 {
-            rounds += 1;
-            let n = self.evict(self.cfg.batch);
-            self.seg.bg_evictions.fetch_add(n as u64, Relaxed);
-            self.publish_pool();
-            if n < self.cfg.batch {
-                break;
-            }
-        }
+        let n = self.evict_until_within(2 * h);
+        self.seg.bg_evictions.fetch_add(n, Relaxed);
         self.bg_pending.store(false, Relaxed);
     }
 

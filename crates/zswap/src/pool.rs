@@ -10,7 +10,7 @@
 //!   pools) that it refreshes only when `generation` changes, i.e. after a switch or a release.
 
 use std::cell::RefCell;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -83,8 +83,6 @@ pub(crate) struct Pools {
     instance: u64,
     /// Current bound of every pool's freed-memory cache (the pool limit, in pages).
     max_cached_pages: AtomicUsize,
-    /// `Params::huge_first_chunk` of the last pool created.
-    huge_first_chunk: AtomicBool,
     /// LRU lists per pool in a cgroup: 0 with the global LRU (every pool shares lanes
     /// `0..nodes`), `nodes` with per-pool lists.
     lanes_per_pool: usize,
@@ -128,7 +126,6 @@ impl Pools {
             generation: AtomicU64::new(1),
             instance: INSTANCES.fetch_add(1, Ordering::Relaxed),
             max_cached_pages: AtomicUsize::new(max_cached_pages),
-            huge_first_chunk: AtomicBool::new(huge_first_chunk),
             lanes_per_pool,
         };
         pools.switch(alg, chain_size, chain_rule, huge_first_chunk)?;
@@ -157,8 +154,6 @@ impl Pools {
             huge_first_chunk,
         );
         let zs = Pool::with_memory_policy(cfg, policy).map_err(Error::Pool)?;
-        self.huge_first_chunk
-            .store(huge_first_chunk, Ordering::Relaxed);
         let pool = Arc::new(ZswapPool {
             id: id as u16,
             alg,
@@ -298,9 +293,12 @@ impl Pools {
     pub(crate) fn set_max_cached_pages(&self, pages: usize) {
         let reg = self.reg.lock();
         self.max_cached_pages.store(pages, Ordering::Relaxed);
-        let policy = memory_policy(pages, self.huge_first_chunk.load(Ordering::Relaxed));
         for p in &reg.live {
-            p.zs.set_memory_policy(policy);
+            // Only the bound changes: each pool keeps the rest of the policy it was made with.
+            p.zs.set_memory_policy(MemoryPolicy {
+                max_cached_pages: pages,
+                ..p.zs.memory_policy()
+            });
         }
     }
 
