@@ -40,6 +40,8 @@ pub mod ev {
     pub const HOLE: u64 = 19;
     pub const PIN_FILL: u64 = 20;
     pub const FILL_FAILED: u64 = 21;
+    /// A fault took a staged page back from the staging area.
+    pub const FAULT_BACK: u64 = 22;
 }
 
 /// Records an event when the log is on; the arguments are evaluated only then.

@@ -19,6 +19,16 @@
 //! copy-on-write (MOVE refuses it) is made exclusive first (`sys::break_cow`). A page whose cache
 //! copy was kept (clean-page reuse) and whose content still equals it reuses that slot.
 //!
+//! **Background reclaim** (staged): a fault that leaves the tree within `bg_headroom` of its
+//! budget moves a batch of victims out itself, into the second half of the scratch area (the
+//! moves are the only step that changes page tables, and a thread's own moves flush only its
+//! own CPU's TLB), and hands the batch to this process's reclaim thread, which compresses and
+//! stores it and empties that half of the scratch area. A staged page is `BUSY|STAGED`, its
+//! staging slot in `stage_slots`, and whoever clears `STAGED` owns it: the reclaim thread (to
+//! store it, one run at a time under the regions read lock), a fault on it (which moves it home
+//! instead of waiting for the batch), or a map change under the write lock (`drop_range`, for
+//! which the page is simply gone). Fork and exec pause reclaim, which drains the batch first.
+//!
 //! **Write tracking** (`scan`): one `PAGEMAP_SCAN` per chunk just ahead of the clock hand gives
 //! written pages the referenced bit and drops the now stale kept copies.
 //!
@@ -44,7 +54,7 @@ use uzswap_zswap::{CgroupId, LoadOutcome, Params, SwapSlot, Zswap};
 use crate::pagelog::ev;
 use crate::region::{
     self, Region, ABSENT, ACTIVE, BUSY, EVICTED, INHERITED, KEPT, PAGE, PIN_MAX, PIN_ONE, REF,
-    RESIDENT, SWPIN,
+    RESIDENT, STAGED, SWPIN,
 };
 use crate::shared::Segment;
 use crate::sys::{self, InPager};
@@ -210,10 +220,20 @@ struct Run {
     n: usize,
 }
 
+/// A batch moved out by a faulting thread for the reclaim thread to store: its runs, which
+/// pages of each were moved (bit k), and where in the staging half of the scratch area.
+struct Staged {
+    runs: Vec<(Run, u64, usize)>,
+    pages: usize,
+}
+
 struct Reclaim {
     /// The clock hand: the address to resume the sweep at.
     hand: usize,
+    /// The scratch area: `SCRATCH_PAGES` for evictions, then `SCRATCH_PAGES` for a staged batch.
     scratch: usize,
+    /// A staged batch not yet taken by the reclaim thread (background reclaim).
+    staged: Option<Staged>,
     /// Resident pages the hand has passed in the current lap, and how many were `ACTIVE`.
     lap_seen: u64,
     lap_active: u64,
@@ -283,8 +303,15 @@ pub struct Pager {
     pub warmups: AtomicU64,
     /// This process's resident count when its last sweep found nothing to evict (-1: none).
     starved_at: AtomicI64,
-    /// Background reclaim was asked for and is not finished (one wake-up at a time).
-    bg_pending: AtomicBool,
+    /// This process's reclaim thread runs (a staged batch needs it to be stored).
+    reclaimer_up: AtomicBool,
+    /// A staged batch exists, from its staging until the staging area is empty again (read
+    /// without the reclaim mutex).
+    staged: AtomicBool,
+    /// Staging slot j holds the page of this address (0: none), for a fault that takes it back.
+    stage_slots: Box<[AtomicUsize]>,
+    /// `Reclaim::scratch`, readable without the reclaim mutex (the staging slots' base).
+    scratch_base: usize,
     /// A fork child that had no evicted page at fork takes its own swap area at its first
     /// eviction instead of at fork (most children of a shell exec or exit first).
     own_area_pending: AtomicBool,
@@ -319,9 +346,9 @@ impl Pager {
         if uffd.tracking() {
             scanner.reopen();
         }
-        let scratch = sys::map_anon(SCRATCH_PAGES * PAGE).map_err(|e| format!("mmap: {e}"))?;
+        let scratch = sys::map_anon(2 * SCRATCH_PAGES * PAGE).map_err(|e| format!("mmap: {e}"))?;
         // SAFETY: the scratch area is the pager's own mapping, used only as a MOVE target.
-        unsafe { uffd.register_scratch(scratch, SCRATCH_PAGES * PAGE) }
+        unsafe { uffd.register_scratch(scratch, 2 * SCRATCH_PAGES * PAGE) }
             .map_err(|e| format!("registering the scratch area: errno {e}"))?;
         let zero_src = sys::map_anon(ZERO_SRC_PAGES * PAGE).map_err(|e| format!("mmap: {e}"))?;
         let mut params = cfg.params.clone();
@@ -352,6 +379,7 @@ impl Pager {
             reclaim: Mutex::new(Reclaim {
                 hand: 0,
                 scratch,
+                staged: None,
                 lap_seen: 0,
                 lap_active: 0,
                 demote: 0,
@@ -366,7 +394,10 @@ impl Pager {
             retired: std::sync::atomic::AtomicBool::new(false),
             warmups: AtomicU64::new(0),
             starved_at: AtomicI64::new(-1),
-            bg_pending: AtomicBool::new(false),
+            reclaimer_up: AtomicBool::new(false),
+            staged: AtomicBool::new(false),
+            stage_slots: (0..SCRATCH_PAGES).map(|_| AtomicUsize::new(0)).collect(),
+            scratch_base: scratch,
             own_area_pending: AtomicBool::new(false),
             fork_handshake: [AtomicI32::new(-1), AtomicI32::new(-1)],
             inherited: AtomicI64::new(0),
@@ -475,14 +506,19 @@ impl Pager {
             let mut freed = 0;
             let mut inh = 0;
             for i in r.index(a)..r.index(b - 1) + 1 {
-                // Under the write lock no BUSY owner exists (they all hold the read lock).
+                // Under the write lock no BUSY owner exists (they all hold the read lock) but a
+                // staged batch, whose pages (BUSY|STAGED, still counted resident) this takes over.
                 let s = r.state(i).swap(ABSENT, AcqRel);
+                let staged = region::kind(s) == BUSY && s & STAGED != 0;
                 match region::kind(s) {
-                    RESIDENT => {
+                    k if k == RESIDENT || staged => {
                         freed += 1;
                         inh += (s & INHERITED != 0) as i64;
                         if s & KEPT != 0 {
                             self.forget_slot(region::slot_of(s));
+                        }
+                        if staged {
+                            self.unstage(r.addr(i));
                         }
                     }
                     EVICTED => self.forget_slot(region::slot_of(s)),
@@ -639,7 +675,7 @@ impl Pager {
                 };
                 rec.event(kind, (addr / PAGE) as u64, 0);
             }
-            self.maybe_reclaim();
+            self.maybe_reclaim(addr);
             self.seg.record_fault_with_reclaim(sys::now_ns() - t0);
         }
         handled
@@ -703,6 +739,11 @@ impl Pager {
                     w.store(s, Release);
                     return true;
                 }
+                BUSY if s & STAGED != 0 => {
+                    if self.fault_back_staged(r, i, s, pin_bits) {
+                        return true;
+                    }
+                }
                 BUSY => {
                     spins += 1;
                     if spins < 64 {
@@ -726,6 +767,53 @@ impl Pager {
                 }
             }
         }
+    }
+
+    /// A fault on a page background reclaim staged and the reclaim thread has not stored yet:
+    /// take it (clear `STAGED`) and move it home from its staging slot, as a fault on a page
+    /// still in the kernel's swap cache maps it without I/O. False: the reclaim thread took it
+    /// first (the caller waits for `BUSY` to clear as usual).
+    fn fault_back_staged(&self, r: &Region, i: usize, s: u64, pin_bits: u64) -> bool {
+        let addr = r.addr(i);
+        let find = || {
+            self.stage_slots
+                .iter()
+                .position(|x| x.load(Relaxed) == addr)
+        };
+        // The slot is published before STAGED and cleared after the batch is done with the
+        // page (after a fault that took it has finished), and a new batch is staged only once
+        // the last one's slots are clear: while this thread owns the page, exactly one slot
+        // names it. Looked up again after the claim, so an old batch's slot seen before it
+        // (the same word value staged again meanwhile) can't mislead.
+        if find().is_none() {
+            return false;
+        }
+        let w = r.state(i);
+        if w.compare_exchange(s, s & !STAGED, AcqRel, Relaxed).is_err() {
+            return false;
+        }
+        let Some(j) = find() else {
+            // Unreachable by the protocol above. Give the page back to the batch, which
+            // knows its slot by position, and wait for it like any BUSY page.
+            w.store(s, Release);
+            return false;
+        };
+        let slot_addr = self.scratch_base + (SCRATCH_PAGES + j) * PAGE;
+        let res = self.uffd().move_out(addr, slot_addr, PAGE);
+        let res = match res {
+            Ok(()) => Ok(()),
+            // SAFETY: the staging slot is our own mapping; the page is still there.
+            Err(_) => self.uffd().copy(addr, slot_addr as *const u8, PAGE, false),
+        };
+        crate::page_log!(addr, ev::FAULT_BACK, s, crate::pagelog::outcome(&res));
+        w.store(
+            (s & !(region::KIND | STAGED)) | RESIDENT | REF | pin_bits,
+            Release,
+        );
+        // Done with the slot: the reclaim thread may empty the staging area now.
+        self.stage_slots[j].store(0, Release);
+        self.seg.staged_faulted_back.fetch_add(1, Relaxed);
+        true
     }
 
     fn fill_zero(&self, r: &Region, i: usize, pin_bits: u64) -> bool {
@@ -1070,7 +1158,7 @@ impl Pager {
             }
         }
         if filled {
-            self.maybe_reclaim();
+            self.maybe_reclaim(0);
         }
         (any, filled)
     }
@@ -1165,21 +1253,21 @@ impl Pager {
 
     /// Direct reclaim: evict until the tree is within its budget. When this process has
     /// nothing left to evict (the rest of the tree holds the memory), ask the others.
-    /// Before that, background reclaim: a charge within `bg_headroom` of the budget wakes the
-    /// reclaim threads (once until they are done), as a zone's low watermark wakes kswapd, so
-    /// that the faulting thread rarely evicts itself: the compression then runs on another
-    /// CPU, beside the program instead of in its path.
-    pub fn maybe_reclaim(&self) {
+    /// Before that, background reclaim: a charge within `bg_headroom` of the budget stages a
+    /// batch for the reclaim thread (`stage`), as a zone's low watermark wakes kswapd, so that
+    /// the faulting thread rarely compresses itself: that runs on another CPU, beside the
+    /// program instead of in its path.
+    /// `fault_addr`: the page a fault just brought back (0: none), which background reclaim
+    /// leaves alone.
+    pub fn maybe_reclaim(&self, fault_addr: usize) {
         self.seg.note_peak();
         let h = self.cfg.bg_headroom;
         if h > 0
-            && !self.bg_pending.load(Relaxed)
             && self.paused.load(Relaxed) == 0
+            && self.reclaimer_up.load(Relaxed)
             && self.over_budget_by(h)
-            && !self.bg_pending.swap(true, Relaxed)
         {
-            let _g = InPager::enter();
-            self.seg.request_reclaim();
+            self.stage(h, fault_addr);
         }
         if !self.over_budget() || self.paused.load(Relaxed) > 0 {
             return;
@@ -1218,6 +1306,7 @@ impl Pager {
             .spawn(move || {
                 let _g = InPager::enter();
                 let me = self.pid.load(Relaxed);
+                self.reclaimer_up.store(true, Release);
                 loop {
                     let seen = self.seg.reclaim_req.load(Relaxed);
                     self.seg.wait_reclaim(seen, 200);
@@ -1227,8 +1316,8 @@ impl Pager {
                     self.publish_pool();
                     self.publish_charge();
                     self.seg.collect_dead(me);
+                    self.store_staged();
                     self.evict_until_within(0);
-                    self.background_reclaim();
                     self.publish_pool();
                     self.seg.note_peak();
                 }
@@ -1254,16 +1343,188 @@ impl Pager {
         evicted
     }
 
-    /// Background reclaim on the reclaim thread: evict until the tree is twice `bg_headroom`
-    /// below its budget (the high watermark).
-    fn background_reclaim(&self) {
-        let h = self.cfg.bg_headroom;
-        if h == 0 {
+    /// Background reclaim, the faulting thread's half: claim and move out a batch of victims
+    /// (enough to bring the tree `2 * headroom` below its budget, at most `SCRATCH_PAGES`) into
+    /// the staging half of the scratch area and wake the reclaim thread to store it. Only the
+    /// moves change page tables, and made here they flush this CPU's TLB alone: made by the
+    /// reclaim thread, each was a TLB-shootdown IPI to the CPU the program ran on, which cost a
+    /// single-threaded program's faults their median (memwalk, one thread, 32M: fault p50 5.8
+    /// against 11.5 us, docs/pager.md). Skipped while the reclaimer is busy or a batch waits.
+    ///
+    /// The page the fault brought back and its two neighbours are never staged: the sweep's
+    /// last lap ignores referenced bits, and in a process with few resident pages it took the
+    /// faulting page itself, so the program's instruction faulted again, forever (a Python
+    /// multiprocessing worker spun so). Nor is anything staged in a process with fewer than
+    /// twice a batch resident: that is left to direct reclaim.
+    fn stage(&self, headroom: usize, fault_addr: usize) {
+        let _g = InPager::enter();
+        let map = self.regions.read_recursive();
+        let Some(mut rc) = self.reclaim.try_lock() else {
+            return;
+        };
+        if self.staged.load(Acquire)
+            || self.paused.load(Relaxed) > 0
+            || self.own_area_pending.load(Relaxed)
+        {
             return;
         }
-        let n = self.evict_until_within(2 * h);
-        self.seg.bg_evictions.fetch_add(n, Relaxed);
-        self.bg_pending.store(false, Relaxed);
+        let budget = (self.seg.budget_bytes.load(Relaxed) / PAGE as u64) as i64;
+        let want = (self.seg.charged_pages() - (budget - 2 * headroom as i64))
+            .clamp(1, SCRATCH_PAGES as i64) as usize;
+        if self.resident.load(Relaxed) < 2 * want as i64 {
+            return;
+        }
+        let mut runs = self.pick_victims(&map, &mut rc, want);
+        if fault_addr != 0 {
+            runs = Self::spare(runs, fault_addr);
+        }
+        if runs.is_empty() {
+            return;
+        }
+        let base = rc.scratch + SCRATCH_PAGES * PAGE;
+        let mut pages = 0;
+        let mut staged = Vec::with_capacity(runs.len());
+        for run in runs {
+            let at = base + pages * PAGE;
+            let r = &run.region;
+            let moved = self.move_run(r, run.first, run.n, at);
+            for k in 0..run.n {
+                let w = r.state(run.first + k);
+                let st = w.load(Relaxed);
+                if moved & (1u64 << k) == 0 {
+                    // Still in place (MOVE refused it): it stays resident.
+                    w.store((st & !region::KIND) | RESIDENT | REF, Release);
+                    self.seg.evict_busy.fetch_add(1, Relaxed);
+                } else {
+                    // The slot first: a fault that sees STAGED looks it up.
+                    self.stage_slots[pages + k].store(r.addr(run.first + k), Relaxed);
+                    w.store(st | STAGED, Release);
+                }
+            }
+            pages += run.n;
+            staged.push((run, moved, at));
+        }
+        rc.staged = Some(Staged {
+            runs: staged,
+            pages,
+        });
+        self.staged.store(true, Release);
+        drop(rc);
+        drop(map);
+        self.seg.request_reclaim();
+    }
+
+    /// Gives back the victims within one page of `addr` (claimed `BUSY` by `pick_victims`, which
+    /// cleared their referenced bit): they stay resident, referenced. Runs around them split.
+    fn spare(runs: Vec<Run>, addr: usize) -> Vec<Run> {
+        let addr = addr & !(PAGE - 1);
+        let mut out = Vec::with_capacity(runs.len() + 1);
+        for run in runs {
+            let r = &run.region;
+            let lo = addr.saturating_sub(PAGE).max(r.addr(run.first));
+            let hi = (addr + 2 * PAGE).min(r.addr(run.first + run.n));
+            if lo >= hi {
+                out.push(run);
+                continue;
+            }
+            let (a, b) = (r.index(lo), r.index(hi - 1) + 1);
+            for i in a..b {
+                let w = r.state(i);
+                let s = w.load(Relaxed);
+                // A plain store: the word is BUSY, ours since the claim.
+                w.store((s & !region::KIND) | RESIDENT | REF, Release);
+            }
+            if a > run.first {
+                out.push(Run {
+                    region: Arc::clone(r),
+                    first: run.first,
+                    n: a - run.first,
+                });
+            }
+            if b < run.first + run.n {
+                out.push(Run {
+                    region: Arc::clone(r),
+                    first: b,
+                    n: run.first + run.n - b,
+                });
+            }
+        }
+        out
+    }
+
+    /// Background reclaim, the reclaim thread's half (also run by `pause`, so that no staged
+    /// batch crosses a fork or an exec): store the staged batch, publish its pages `EVICTED`,
+    /// empty the staging half of the scratch area. Returns the pages stored.
+    fn store_staged(&self) -> usize {
+        let _g = InPager::enter();
+        if !self.staged.load(Acquire) {
+            return 0;
+        }
+        // The reclaim mutex is only ever taken under the regions lock, which a fork holds for
+        // writing: a thread taking it outside, at the instant of a fork, left it locked in the
+        // child for good (`after_fork_child` waits for it).
+        let (st, base) = {
+            let _map = self.regions.read_recursive();
+            let mut rc = self.reclaim.lock();
+            match rc.staged.take() {
+                Some(st) => (st, rc.scratch + SCRATCH_PAGES * PAGE),
+                None => return 0, // another caller is storing it
+            }
+        };
+        // `staged` stays set until the staging area is empty again: no batch is staged, and
+        // `pause` does not return, before that.
+        let mut out = 0;
+        for (run, moved, at) in &st.runs {
+            // Each run under the regions lock, as every eviction: a map change comes either
+            // before it (and took its staged pages over, `drop_range`) or after (they are
+            // stored). Not the whole batch from its staging on: the program's munmap and
+            // madvise then waited for the reclaim thread to wake and store it (Node ran 3.7 s
+            // against 1.7 s).
+            let _map = self.regions.read_recursive();
+            let r = &run.region;
+            let first_slot = (at - base) / PAGE;
+            let mut claimed = 0u64;
+            for k in 0..run.n {
+                if moved & (1u64 << k) == 0 {
+                    continue;
+                }
+                // Claim each staged page back (clear STAGED). One a fault took back is left
+                // alone once its move home is done (its slot cleared), so that emptying the
+                // staging area can't meet it; one a map change took has its slot cleared.
+                let w = r.state(run.first + k);
+                let sw = w.load(Acquire);
+                if sw & STAGED != 0
+                    && region::kind(sw) == BUSY
+                    && w.compare_exchange(sw, sw & !STAGED, AcqRel, Relaxed)
+                        .is_ok()
+                {
+                    claimed |= 1u64 << k;
+                } else {
+                    let slot = &self.stage_slots[first_slot + k];
+                    while slot.load(Acquire) != 0 {
+                        std::hint::spin_loop();
+                    }
+                }
+            }
+            out += self.store_run(run, claimed, !claimed, *at);
+            for k in 0..run.n {
+                self.stage_slots[first_slot + k].store(0, Relaxed);
+            }
+        }
+        // SAFETY: the staging pages are ours; their content was stored, copied back or moved
+        // home.
+        let res = unsafe { sys::raw_madvise(base, st.pages * PAGE, libc::MADV_DONTNEED) };
+        crate::page_log!(base, ev::DROP, (st.pages * PAGE) as u64, res.is_ok() as u64);
+        self.staged.store(false, Release);
+        self.seg.bg_evictions.fetch_add(out as u64, Relaxed);
+        out
+    }
+
+    /// A map change under the regions write lock took a staged page over: free its slot.
+    fn unstage(&self, addr: usize) {
+        if let Some(x) = self.stage_slots.iter().find(|x| x.load(Relaxed) == addr) {
+            x.store(0, Release);
+        }
     }
 
     /// Evicts up to `want` pages of this process. Returns how many left.
@@ -1503,12 +1764,22 @@ impl Pager {
 
     /// Moves a run out, stores its pages, publishes them `EVICTED`.
     fn evict_run(&self, run: &Run, scratch: usize) -> usize {
+        let moved = self.move_run(&run.region, run.first, run.n, scratch);
+        self.store_run(run, moved, 0, scratch)
+    }
+
+    /// Stores the pages of a run that `move_run` moved to `scratch` (bit k of `moved`: page k
+    /// is at `scratch + k * PAGE`), publishes them `EVICTED`; the others stay resident, except
+    /// those in `skip`, which are not this call's to touch.
+    fn store_run(&self, run: &Run, moved: u64, skip: u64, scratch: usize) -> usize {
         let r = &run.region;
-        let moved = self.move_run(r, run.first, run.n, scratch);
         let mut out = 0;
         let mut inh = 0;
         let mut busy = 0;
         for k in 0..run.n {
+            if skip & (1u64 << k) != 0 {
+                continue;
+            }
             let w = r.state(run.first + k);
             let s = w.load(Relaxed);
             if moved & (1u64 << k) == 0 {
@@ -1743,8 +2014,23 @@ impl Pager {
         let _b = sys::SigBlock::new();
         let _g = InPager::enter();
         self.paused.fetch_add(1, AcqRel);
-        // Wait for a reclaim in progress to finish.
-        drop(self.reclaim.lock());
+        // Store a staged batch, or wait for the reclaim thread to finish storing it; then wait
+        // for an eviction in progress (under the regions lock, as the reclaim mutex always
+        // is). A fault that passed the `paused` test just before may stage one more batch
+        // meanwhile (it holds the reclaim mutex while it does), so the test is repeated under
+        // the mutex: a batch stored across a fork left the child `staged` for good, and its
+        // exit waited here forever.
+        loop {
+            self.store_staged();
+            while self.staged.load(Acquire) {
+                std::thread::yield_now();
+            }
+            let _map = self.regions.read_recursive();
+            let _rc = self.reclaim.lock();
+            if !self.staged.load(Acquire) {
+                break;
+            }
+        }
     }
 
     pub fn resume(&self) {
@@ -1944,7 +2230,7 @@ impl Pager {
         // SAFETY: our own scratch area.
         unsafe {
             self.uffd()
-                .register_scratch(rc.scratch, SCRATCH_PAGES * PAGE)
+                .register_scratch(rc.scratch, 2 * SCRATCH_PAGES * PAGE)
         }
         .map_err(|e| format!("scratch: errno {e}"))?;
         drop(rc);
@@ -1973,8 +2259,9 @@ impl Pager {
         self.pool_published.store(0, Relaxed);
         self.retired.store(false, Relaxed);
         self.starved_at.store(-1, Relaxed);
-        // The parent's reclaim thread may have been mid-sweep: the child's starts idle.
-        self.bg_pending.store(false, Relaxed);
+        // The child has no reclaim thread until the fork hook starts one: nothing is staged
+        // until then (a staged batch would wait for it).
+        self.reclaimer_up.store(false, Relaxed);
         // The inherited resident pages are the parent's, shared copy-on-write: not charged
         // again (the kernel charges a page once, to the cgroup that faulted it in).
         // A kept clean copy is the parent's slot: the child forgets it (its copy of a pool
@@ -2112,5 +2399,52 @@ impl Drop for DropGuard<'_> {
                 );
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Background reclaim never stages the page a fault just brought back, nor its neighbours:
+    /// they go back to resident and referenced, and the runs around them split.
+    #[test]
+    fn spare_gives_back_the_faulting_page_and_its_neighbours() {
+        let r = Arc::new(Region::new(0x7000_0000, 16).unwrap());
+        for i in 0..16 {
+            r.state(i).store(BUSY | KEPT, Relaxed);
+        }
+        let runs = vec![
+            Run {
+                region: Arc::clone(&r),
+                first: 2,
+                n: 8,
+            },
+            Run {
+                region: Arc::clone(&r),
+                first: 12,
+                n: 2,
+            },
+        ];
+        // A fault in the middle of page 5 (unaligned address): pages 4, 5, 6 are spared.
+        let out = Pager::spare(runs, r.addr(5) + 100);
+        let spans: Vec<(usize, usize)> = out.iter().map(|x| (x.first, x.n)).collect();
+        assert_eq!(spans, vec![(2, 2), (7, 3), (12, 2)]);
+        for i in 4..7 {
+            let s = r.state(i).load(Relaxed);
+            assert_eq!(region::kind(s), RESIDENT, "page {i}");
+            assert_ne!(s & REF, 0, "page {i}");
+            assert_ne!(s & KEPT, 0, "page {i} keeps its flags");
+        }
+        assert_eq!(region::kind(r.state(3).load(Relaxed)), BUSY);
+        assert_eq!(region::kind(r.state(7).load(Relaxed)), BUSY);
+        // A fault at the first page of a two-page run spares the whole run.
+        let runs = vec![Run {
+            region: Arc::clone(&r),
+            first: 12,
+            n: 2,
+        }];
+        let out = Pager::spare(runs, r.addr(12));
+        assert!(out.is_empty());
     }
 }

@@ -8,8 +8,8 @@
 //!
 //! State word layout:
 //! ```text
-//!  63        48 47              16 15      8    6      5      4     3    2   1..0
-//! [ evict epoch | swap slot offset | pin count | SWPIN | ACTIVE | KEPT | INH | REF | kind ]
+//!  63        48 47              16 15      8     7       6      5      4     3    2   1..0
+//! [ evict epoch | swap slot offset | pin count | STAGED | SWPIN | ACTIVE | KEPT | INH | REF | kind ]
 //! ```
 //! kind: `ABSENT` (never filled, or dropped: a fault fills zeros), `RESIDENT` (the page is
 //! mapped), `EVICTED` (its content is in the cache under `slot`), `BUSY` (one thread owns a
@@ -48,6 +48,9 @@ pub const KEPT: u64 = 1 << 4;
 pub const ACTIVE: u64 = 1 << 5;
 /// Came back from the cache (pool or swap file).
 pub const SWPIN: u64 = 1 << 6;
+/// With `BUSY`: moved out by background reclaim and waiting in the staging area for the
+/// reclaim thread; a fault may take it back (the state word's owner is whoever clears this).
+pub const STAGED: u64 = 1 << 7;
 pub const PIN_ONE: u64 = 1 << 8;
 pub const PIN_MASK: u64 = 0xff << 8;
 /// Most pins a page holds at once (a pin beyond it waits for one to go: the count must not

@@ -59,6 +59,8 @@ pub struct Segment {
     /// Of `evictions`, those made by the reclaim threads' background reclaim.
     pub bg_evictions: AtomicU64,
     pub evict_busy: AtomicU64,
+    /// Staged pages a fault took back before the reclaim thread stored them.
+    pub staged_faulted_back: AtomicU64,
     /// Pages `UFFDIO_MOVE` moved while reporting an error (found in the scratch area).
     pub move_misreported: AtomicU64,
     pub refaults: AtomicU64,

@@ -49,10 +49,11 @@ pub struct Args {
     /// default window, vm.page-cluster 3).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(0..=64))]
     pub readahead: u8,
-    /// Background reclaim: when the tree comes within 1/128 of SIZE (16 to 256 pages), each
-    /// process's reclaim thread evicts down to twice that far below, so that faulting threads
-    /// rarely evict themselves and compression runs on another CPU (on, the default), or every
-    /// eviction is direct reclaim by the faulting thread, as under a cgroup v1 limit (off).
+    /// Background reclaim: when the tree comes within 1/128 of SIZE (16 to 256 pages), the
+    /// faulting thread moves a batch of victims out (enough for twice that far below) and its
+    /// process's reclaim thread compresses and stores them, so that compression runs on another
+    /// CPU (on, the default), or every eviction is direct reclaim by the faulting thread, as
+    /// under a cgroup v1 limit (off).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub background_reclaim: OnOff,
     /// The program and its arguments.
@@ -560,6 +561,7 @@ fn build_report(
             "evictions": l(&seg.evictions),
             "evictions_background": l(&seg.bg_evictions),
             "evictions_skipped_busy": l(&seg.evict_busy),
+            "staged_faulted_back": l(&seg.staged_faulted_back),
             "moves_misreported_by_kernel": l(&seg.move_misreported),
             "refaults": l(&seg.refaults),
             "refaults_within_resident": l(&seg.refaults_near),
