@@ -103,7 +103,7 @@ impl Pool {
         let loc = Loc::unpack(entry.loc.load(Ordering::Relaxed));
         self.arena.prefetch(
             class.payload_off(loc),
-            len.min(class.capacity).min(PREFETCH_OBJECT_BYTES),
+            len.min(class.capacity()).min(PREFETCH_OBJECT_BYTES),
         );
     }
 
@@ -175,7 +175,7 @@ impl Pool {
         let loc = Loc::unpack(entry.loc.load(Ordering::Relaxed));
         // SAFETY: our reader count excludes writers, moves and frees of this object, and the
         // payload lies inside the slot of a live zspage; the slice dies with the guard.
-        let bytes = unsafe { self.arena.bytes(class.payload_off(loc), class.capacity) };
+        let bytes = unsafe { self.arena.bytes(class.payload_off(loc), class.capacity()) };
         Ok(ObjRef {
             pool: self,
             class,
@@ -205,7 +205,7 @@ impl Pool {
         if state_gen(s) != h.generation() || s & ALLOCATED == 0 || s & FREE_PENDING != 0 {
             return Err(Error::InvalidHandle);
         }
-        Ok(class.capacity)
+        Ok(class.capacity())
     }
 
     /// Writes `data` at the start of the object's payload (`zs_obj_write`).
@@ -219,10 +219,10 @@ impl Pool {
             if state_gen(s) != gen || s & ALLOCATED == 0 || s & FREE_PENDING != 0 {
                 return Err(Error::InvalidHandle);
             }
-            if data.len() > class.capacity {
+            if data.len() > class.capacity() {
                 return Err(Error::TooLarge {
                     size: data.len(),
-                    max: class.capacity,
+                    max: class.capacity(),
                 });
             }
             if s & READERS_MASK != 0 {

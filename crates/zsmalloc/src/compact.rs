@@ -119,7 +119,7 @@ impl Pool {
                     self.arena.copy(
                         class.payload_off(old),
                         class.payload_off(new),
-                        class.capacity,
+                        class.capacity(),
                     )
                 };
                 entry.loc.store(new.pack(), Ordering::Relaxed);

@@ -173,6 +173,9 @@ pub(crate) const MAX_HANDLES_PER_CLASS: usize = SEG_BASE * ((1 << NUM_SEGS) - 1)
 
 /// A growable table of entries whose existing entries never move, so they can be reached
 /// without a lock: segment `s` holds `SEG_BASE << s` entries and is created on first use.
+/// `repr(C)`: the segments come first, so the first ones share a cache line with what
+/// precedes the table in its `SizeClass`.
+#[repr(C)]
 pub(crate) struct HandleTable {
     segs: [OnceLock<Box<[Entry]>>; NUM_SEGS],
     /// Generation of never-used entries: differs per pool, so a handle of one pool is
@@ -180,6 +183,9 @@ pub(crate) struct HandleTable {
     /// generation comes back to it is retired.
     first_gen: u64,
 }
+
+/// Bytes of the first two segments' cells, the ones a `SizeClass` keeps in its first line.
+pub(crate) const HOT_SEGS_BYTES: usize = 2 * std::mem::size_of::<OnceLock<Box<[Entry]>>>();
 
 fn seg_of(idx: usize) -> (usize, usize) {
     let v = idx / SEG_BASE + 1;

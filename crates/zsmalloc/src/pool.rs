@@ -36,20 +36,53 @@ pub(crate) use crate::sync::backoff;
 
 /// One unique size class. Cache-line aligned (128 bytes: adjacent-line prefetch) so that
 /// threads working in neighbouring classes do not share lines.
-#[repr(align(128))]
+///
+/// `repr(C)`, hot fields first: a handle resolution and a read need the slot geometry and
+/// the handle table's first segments, and these share the struct's first cache line. Loads
+/// meet a given class only every hundred pages or so, long enough for its lines to leave
+/// L1 and L2, so every further line a read touches is one more miss (the geometry used to
+/// sit on two lines of its own, away from the segments).
+#[repr(C, align(128))]
 pub(crate) struct SizeClass {
-    pub(crate) info: ClassInfo,
+    /// Slot size, `info.size`.
+    slot_size: u32,
     /// Payload bytes per slot (slot size minus header, or the slot if huge).
-    pub(crate) capacity: usize,
+    capacity: u32,
     /// Bytes between slot start and payload (8, or 0 if huge).
-    pub(crate) header: usize,
+    header: u32,
     pub(crate) handles: HandleTable,
+    pub(crate) info: ClassInfo,
     pub(crate) inner: Mutex<ClassInner>,
 }
 
+// The geometry and the handle table's first two segments (768 handles) in one line.
+const _: () =
+    assert!(std::mem::offset_of!(SizeClass, handles) + crate::handle::HOT_SEGS_BYTES <= 64);
+
 impl SizeClass {
+    fn new(info: ClassInfo, first_gen: u64, inner: ClassInner) -> SizeClass {
+        let narrow = |v: usize| u32::try_from(v).expect("class geometry fits in u32");
+        SizeClass {
+            slot_size: narrow(info.size),
+            capacity: narrow(info.payload_capacity()),
+            header: narrow(if info.huge { 0 } else { HANDLE_SIZE }),
+            handles: HandleTable::new(first_gen),
+            info,
+            inner: Mutex::new(inner),
+        }
+    }
+
+    /// Payload bytes per slot (slot size minus header, or the slot if huge).
+    #[inline]
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity as usize
+    }
+
+    #[inline]
     pub(crate) fn payload_off(&self, loc: Loc) -> usize {
-        loc.frame as usize * PAGE_SIZE + loc.obj_idx as usize * self.info.size + self.header
+        loc.frame as usize * PAGE_SIZE
+            + loc.obj_idx as usize * self.slot_size as usize
+            + self.header as usize
     }
 }
 
@@ -130,26 +163,26 @@ impl Pool {
         let classes = table
             .unique_classes()
             .iter()
-            .map(|c| SizeClass {
-                info: *c,
-                capacity: c.payload_capacity(),
-                header: if c.huge { 0 } else { HANDLE_SIZE },
-                handles: HandleTable::new(first_gen),
-                inner: Mutex::new(ClassInner {
-                    size: c.size,
-                    pages_per_zspage: c.pages_per_zspage,
-                    objs_per_zspage: c.objs_per_zspage,
-                    huge: c.huge,
-                    zspages: Vec::new(),
-                    free_ids: Vec::new(),
-                    heads: [NONE; NR_FULLNESS_GROUPS],
-                    group_count: [0; NR_FULLNESS_GROUPS],
-                    obj_allocated: 0,
-                    obj_used: 0,
-                    free_handles: Vec::new(),
-                    next_handle: 0,
-                    retired_handles: 0,
-                }),
+            .map(|c| {
+                SizeClass::new(
+                    *c,
+                    first_gen,
+                    ClassInner {
+                        size: c.size,
+                        pages_per_zspage: c.pages_per_zspage,
+                        objs_per_zspage: c.objs_per_zspage,
+                        huge: c.huge,
+                        zspages: Vec::new(),
+                        free_ids: Vec::new(),
+                        heads: [NONE; NR_FULLNESS_GROUPS],
+                        group_count: [0; NR_FULLNESS_GROUPS],
+                        obj_allocated: 0,
+                        obj_used: 0,
+                        free_handles: Vec::new(),
+                        next_handle: 0,
+                        retired_handles: 0,
+                    },
+                )
             })
             .collect();
         let mut position_of_index = Box::new([NO_CLASS; 256]);
