@@ -94,12 +94,13 @@ pub struct Config {
     /// while it stays unwritten costs no compression (needs write tracking).
     pub keep_clean: bool,
     /// Background reclaim (`--background-reclaim`): a fault that leaves the tree within this
-    /// many pages of its budget wakes the reclaim threads, which evict down to twice as far
-    /// below it; 0 = off (every eviction is direct reclaim by the faulting thread).
+    /// many pages of its budget stages a batch (enough for twice as far below it) for its
+    /// process's reclaim thread to store; 0 = off (every eviction is direct reclaim by the
+    /// faulting thread).
     pub bg_headroom: usize,
 }
 
-/// Background reclaim's wake-up distance below the budget: 1/128 of it (0.75 MiB of a 96 MiB
+/// Background reclaim's staging distance below the budget: 1/128 of it (0.75 MiB of a 96 MiB
 /// budget), at least 16 pages, at most 256 (1 MiB).
 fn bg_headroom(budget_bytes: u64) -> usize {
     ((budget_bytes / PAGE as u64 / 128) as usize).clamp(16, 256)
@@ -1317,20 +1318,21 @@ impl Pager {
                     self.publish_charge();
                     self.seg.collect_dead(me);
                     self.store_staged();
-                    self.evict_until_within(0);
+                    self.evict_until_within_budget();
                     self.publish_pool();
                     self.seg.note_peak();
                 }
             });
     }
 
-    /// The reclaim thread's eviction: batch by batch until the tree is `margin` pages or more
-    /// below its budget (or eviction is paused), at most 256 batches per wake-up (a tree whose
-    /// memory is elsewhere is not this thread's to spin on). Returns the pages evicted.
-    fn evict_until_within(&self, margin: usize) -> u64 {
+    /// The reclaim thread's eviction when the tree is over its budget (another process's
+    /// fault asked): batch by batch until it is within (or eviction is paused), at most 256
+    /// batches per wake-up (a tree whose memory is elsewhere is not this thread's to spin on).
+    /// Returns the pages evicted.
+    fn evict_until_within_budget(&self) -> u64 {
         let mut evicted = 0;
         for _ in 0..256 {
-            if !self.over_budget_by(margin) || self.paused.load(Relaxed) > 0 {
+            if !self.over_budget() || self.paused.load(Relaxed) > 0 {
                 break;
             }
             let n = self.evict(self.cfg.batch);
