@@ -776,24 +776,19 @@ impl Pager {
     /// first (the caller waits for `BUSY` to clear as usual).
     fn fault_back_staged(&self, r: &Region, i: usize, s: u64, pin_bits: u64) -> bool {
         let addr = r.addr(i);
-        let find = || {
-            self.stage_slots
-                .iter()
-                .position(|x| x.load(Relaxed) == addr)
-        };
         // The slot is published before STAGED and cleared after the batch is done with the
         // page (after a fault that took it has finished), and a new batch is staged only once
         // the last one's slots are clear: while this thread owns the page, exactly one slot
         // names it. Looked up again after the claim, so an old batch's slot seen before it
         // (the same word value staged again meanwhile) can't mislead.
-        if find().is_none() {
+        if self.staging_slot_of(addr).is_none() {
             return false;
         }
         let w = r.state(i);
         if w.compare_exchange(s, s & !STAGED, AcqRel, Relaxed).is_err() {
             return false;
         }
-        let Some(j) = find() else {
+        let Some(j) = self.staging_slot_of(addr) else {
             // Unreachable by the protocol above. Give the page back to the batch, which
             // knows its slot by position, and wait for it like any BUSY page.
             w.store(s, Release);
@@ -1522,10 +1517,17 @@ impl Pager {
         out
     }
 
+    /// The staging slot holding the page of `addr`, if one does.
+    fn staging_slot_of(&self, addr: usize) -> Option<usize> {
+        self.stage_slots
+            .iter()
+            .position(|x| x.load(Relaxed) == addr)
+    }
+
     /// A map change under the regions write lock took a staged page over: free its slot.
     fn unstage(&self, addr: usize) {
-        if let Some(x) = self.stage_slots.iter().find(|x| x.load(Relaxed) == addr) {
-            x.store(0, Release);
+        if let Some(j) = self.staging_slot_of(addr) {
+            self.stage_slots[j].store(0, Release);
         }
     }
 

@@ -56,7 +56,7 @@ pub struct Segment {
     pub faults_zero: AtomicU64,
     pub fault_around_pages: AtomicU64,
     pub evictions: AtomicU64,
-    /// Of `evictions`, those made by the reclaim threads' background reclaim.
+    /// Of `evictions`, those of background reclaim (staged batches the reclaim threads stored).
     pub bg_evictions: AtomicU64,
     pub evict_busy: AtomicU64,
     /// Staged pages a fault took back before the reclaim thread stored them.
