@@ -44,7 +44,7 @@ enum Command {
     ReplayRunner(cmd::replay::RunnerArgs),
     /// Run a program with its anonymous memory paged through the cache under a budget
     /// (userfaultfd + SIGBUS, through a preload library).
-    Run(cmd::run::Args),
+    Run(Box<cmd::run::Args>),
 }
 
 /// Output piped into `head` and similar ends the program quietly, as for other Unix tools,
@@ -68,7 +68,7 @@ fn main() {
         Command::KernelStats(args) => cmd::kernel_stats::run(args),
         Command::Replay(args) => cmd::replay::run(*args),
         Command::ReplayRunner(args) => cmd::replay::run_runner(args),
-        Command::Run(args) => cmd::run::run(args),
+        Command::Run(args) => cmd::run::run(*args),
     };
     if let Err(err) = result {
         eprintln!("uzswap: error: {err:#}");

@@ -305,6 +305,142 @@ fn background_reclaim_evicts_beside_the_program_and_off_leaves_it_to_faults() {
     );
 }
 
+/// COLD MiB of text-like data written once, HOT MiB re-read ROUNDS times, then both checked:
+/// the cold part is what a shrinker should write back.
+const COLD_HOT: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+static const char *words[16] = {"alpha---", "bravo---", "charlie-", "delta---", "echo----",
+    "foxtrot-", "golf----", "hotel---", "india---", "juliet--", "kilo----", "lima----",
+    "mike----", "november", "oscar---", "papa----"};
+static void fill(unsigned char *p, size_t n, uint64_t x) {
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        memcpy(p + i, words[x >> 60], 8);
+    }
+}
+static int same(const unsigned char *p, size_t n, uint64_t x) {
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        if (memcmp(p + i, words[x >> 60], 8)) return 0;
+    }
+    return 1;
+}
+int main(int argc, char **argv) {
+    size_t cold = (size_t)atoi(argv[1]) << 20, hot = (size_t)atoi(argv[2]) << 20;
+    int rounds = atoi(argv[3]);
+    unsigned char *c = malloc(cold), *h = malloc(hot);
+    fill(c, cold, 1);
+    fill(h, hot, 2);
+    uint64_t sum = 0;
+    for (int r = 0; r < rounds; r++)
+        for (size_t i = 0; i < hot; i += 512) sum = sum * 31 + h[i];
+    printf("cold %s hot %s sum %llu\n", same(c, cold, 1) ? "ok" : "BAD",
+           same(h, hot, 2) ? "ok" : "BAD", (unsigned long long)sum);
+    return 0;
+}
+"#;
+
+fn cold_hot() -> PathBuf {
+    static EXE: OnceLock<PathBuf> = OnceLock::new();
+    EXE.get_or_init(|| compile("cold_hot", COLD_HOT, &[]))
+        .clone()
+}
+
+#[test]
+fn the_shrinker_writes_back_cold_entries_when_the_budget_covers_the_pool() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = cold_hot();
+    // The hot part does not fit beside the pool: it cycles through eviction every round, and
+    // each reclaim gives the shrinker its share. Entries are stored referenced (second
+    // chance), so the first lap over the list only clears their bits: forty rounds.
+    let cmd = [exe.to_str().unwrap(), "16", "8", "40"];
+    // A pool limit as large as SIZE: nothing is written back for the limit, so what is
+    // written back is the shrinker's, as memory.max reclaim runs it beside the LRU.
+    let base = ["--max-pool-percent", "100", "--compressor", "lz4"];
+    let off = same_output_with("12M", &[&base[..], &["--shrinker", "off"]].concat(), &cmd);
+    assert_eq!(off["counters"]["zswpwb"].as_u64(), Some(0), "{off}");
+    let on = same_output_with("12M", &[&base[..], &["--shrinker", "on"]].concat(), &cmd);
+    let wb = on["counters"]["zswpwb"].as_u64().unwrap();
+    // Whatever went to the swap file came back intact: the program checks every byte, and
+    // its output is the plain run's.
+    assert!(wb > 0, "the shrinker wrote nothing back: {on}");
+    // Not with the budget on resident pages alone (the pool is not charged, as in cgroup v1).
+    let v1 = same_output_with(
+        "12M",
+        &[
+            &base[..],
+            &["--shrinker", "on", "--budget-covers", "resident"],
+        ]
+        .concat(),
+        &cmd,
+    );
+    assert_eq!(v1["counters"]["zswpwb"].as_u64(), Some(0), "{v1}");
+}
+
+#[test]
+fn direct_io_swap_files_give_written_back_pages_back_intact() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = cold_hot();
+    let cmd = [exe.to_str().unwrap(), "16", "4", "3"];
+    let dir = workdir();
+    let probe = Command::new(uzswap())
+        .args(["run", "--memory-max", "8M", "--direct-io", "--swap-dir"])
+        .arg(&dir)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    if !probe.status.success() {
+        println!(
+            "SKIPPED: O_DIRECT refused in {}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&probe.stderr)
+        );
+        return;
+    }
+    // A small pool limit (a share of SIZE) sends entries to the swap files.
+    let r = same_output_with(
+        "8M",
+        &["--direct-io", "--swap-dir", dir.to_str().unwrap()],
+        &cmd,
+    );
+    assert_eq!(
+        r["budget"]["swap_files_direct_io"].as_bool(),
+        Some(true),
+        "{r}"
+    );
+    let c = &r["counters"];
+    assert!(
+        c["zswpwb"].as_u64().unwrap() + c["pswpout"].as_u64().unwrap() > 100,
+        "{r}"
+    );
+    assert!(r["faults"]["from_swapfile"].as_u64().unwrap() > 100, "{r}");
+    // A swap directory that does not exist is refused before the program starts.
+    let bad = Command::new(uzswap())
+        .args([
+            "run",
+            "--memory-max",
+            "8M",
+            "--swap-dir",
+            "/nonexistent/uzswap",
+        ])
+        .args(["--", "/bin/echo", "started"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(bad.stdout.is_empty(), "the program started: {bad:?}");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("swap file in /nonexistent/uzswap"),
+        "{bad:?}"
+    );
+}
+
 const THREADS: &str = r#"
 #include <pthread.h>
 #include <stdio.h>

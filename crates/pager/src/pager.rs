@@ -98,6 +98,8 @@ pub struct Config {
     /// process's reclaim thread to store; 0 = off (every eviction is direct reclaim by the
     /// faulting thread).
     pub bg_headroom: usize,
+    /// Swap files with O_DIRECT (`--direct-io`): written-back pages hold no page cache.
+    pub direct_io: bool,
 }
 
 /// Background reclaim's staging distance below the budget: 1/128 of it (0.75 MiB of a 96 MiB
@@ -172,6 +174,7 @@ impl Config {
             } else {
                 bg_headroom(budget_bytes)
             },
+            direct_io: get("UZSWAP_DIRECT_IO").as_deref() == Some("1"),
             readahead: get("UZSWAP_READAHEAD")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0usize)
@@ -290,6 +293,8 @@ pub struct Pager {
     zero_src: usize,
     /// Pages evicted so far (the workingset clock for refault distances).
     evictions: AtomicU64,
+    /// `evictions` when the memory-pressure shrinker last took its share (`shrink_pool`).
+    shrunk_at: AtomicU64,
     /// This process's resident managed pages and its last published pool size.
     resident: AtomicI64,
     pool_published: AtomicI64,
@@ -355,10 +360,7 @@ impl Pager {
         let mut params = cfg.params.clone();
         params.numa_nodes = 1;
         let zswap = Zswap::new(params).map_err(|e| format!("cache: {e}"))?;
-        let swap = Arc::new(
-            SwapFile::create_temp(&cfg.swap_dir, 0, cfg.swap_slots)
-                .map_err(|e| format!("swap file in {}: {e}", cfg.swap_dir.display()))?,
-        );
+        let swap = Arc::new(Self::swap_file(&cfg, 0)?);
         zswap
             .add_swap_file(swap.clone())
             .map_err(|e| format!("cache: {e}"))?;
@@ -387,6 +389,7 @@ impl Pager {
             }),
             zero_src,
             evictions: AtomicU64::new(0),
+            shrunk_at: AtomicU64::new(0),
             resident: AtomicI64::new(0),
             pool_published: AtomicI64::new(0),
             paused: AtomicU32::new(0),
@@ -411,6 +414,18 @@ impl Pager {
     }
 
     #[inline]
+    /// A new swap file for area `area` in the configured directory, O_DIRECT if asked.
+    fn swap_file(cfg: &Config, area: u32) -> Result<SwapFile, String> {
+        let dir = cfg.swap_dir.display();
+        let mut f = SwapFile::create_temp(&cfg.swap_dir, area, cfg.swap_slots)
+            .map_err(|e| format!("swap file in {dir}: {e}"))?;
+        if cfg.direct_io {
+            f.enable_direct_io()
+                .map_err(|e| format!("O_DIRECT swap file in {dir}: {e}"))?;
+        }
+        Ok(f)
+    }
+
     fn uffd(&self) -> &Uffd {
         // SAFETY: the pointer is set from a leaked Box in `new` and only replaced in a fork
         // child (single-threaded) by `replace_uffd`, which frees the old one at that point.
@@ -1277,6 +1292,10 @@ impl Pager {
         }
         while self.over_budget() {
             let n = self.evict(self.cfg.batch);
+            if h == 0 {
+                // Without background reclaim the shrinker's share is direct reclaim's too.
+                self.shrink_pool();
+            }
             self.publish_pool();
             if n == 0 {
                 self.starved_at.store(self.resident.load(Relaxed), Relaxed);
@@ -1314,6 +1333,7 @@ impl Pager {
                     self.seg.collect_dead(me);
                     self.store_staged();
                     self.evict_until_within_budget();
+                    self.shrink_pool();
                     self.publish_pool();
                     self.seg.note_peak();
                 }
@@ -1338,6 +1358,51 @@ impl Pager {
             self.publish_pool();
         }
         evicted
+    }
+
+    /// The memory-pressure shrinker's share of reclaim (`--shrinker on`, SIZE covering the
+    /// pool): as memory.max reclaim runs `shrink_slab` beside `shrink_lruvec` for the cgroup
+    /// ("mm: zswap: shrink zswap pool based on memory pressure", 6.8), cold entries are written
+    /// back to the swap file, so that the pool's charge gives way to resident pages instead of
+    /// pushing more of them out. The proportion is the kernel's: per reclaim pass an LRU scans
+    /// `lru_size >> priority` pages and a shrinker `(count >> priority) * 4 / DEFAULT_SEEKS`
+    /// objects, so per page evicted `2 * count / resident` entries, with what is below a
+    /// batch (`SHRINK_BATCH`, 128) deferred, as `nr_deferred` defers it. Run by the reclaim
+    /// thread (the writes stay out of the faults' path, as kswapd's), or by direct reclaim
+    /// when background reclaim is off. Returns the entries scanned.
+    fn shrink_pool(&self) -> u64 {
+        const SHRINK_BATCH: u64 = 128;
+        if !self.cfg.covers_pool || !self.cfg.params.shrinker_enabled {
+            return 0;
+        }
+        let _g = InPager::enter();
+        // Every use of the cache holds the regions lock (a fork then never finds a thread
+        // inside the cache's locks), and a fork child writes nothing back until it has a swap
+        // area of its own: until then its entries are slots of the parent's file.
+        let _map = self.regions.read_recursive();
+        if self.paused.load(Relaxed) > 0 || self.own_area_pending.load(Relaxed) {
+            return 0;
+        }
+        let evicted = self.evictions.load(Relaxed);
+        let since = evicted.saturating_sub(self.shrunk_at.load(Relaxed));
+        let resident = self.resident.load(Relaxed).max(1) as u64;
+        let count = self.zswap.shrinker_count(CgroupId::ROOT, 0);
+        let nr = (2 * since as u128 * count as u128 / resident as u128).min(count as u128) as u64;
+        if nr < SHRINK_BATCH.min(count) || nr == 0 {
+            return 0; // deferred: `since` keeps growing until it is worth a batch
+        }
+        self.shrunk_at.store(evicted, Relaxed);
+        let mut scanned = 0;
+        while scanned < nr {
+            let r = self
+                .zswap
+                .shrinker_scan(CgroupId::ROOT, 0, (nr - scanned).min(SHRINK_BATCH));
+            scanned += r.scanned;
+            if r.stop || r.scanned == 0 {
+                break;
+            }
+        }
+        scanned
     }
 
     /// Background reclaim, the faulting thread's half: claim and move out a batch of victims
@@ -2319,10 +2384,7 @@ impl Pager {
         if new as usize >= MAX_AREAS {
             return Err(format!("more than {} nested forks", MAX_AREAS - 1));
         }
-        let file = Arc::new(
-            SwapFile::create_temp(&self.cfg.swap_dir, new, self.cfg.swap_slots)
-                .map_err(|e| format!("swap file: {e}"))?,
-        );
+        let file = Arc::new(Self::swap_file(&self.cfg, new)?);
         self.zswap
             .add_swap_file(file.clone())
             .map_err(|e| format!("cache: {e}"))?;

@@ -56,6 +56,16 @@ pub struct Args {
     /// under a cgroup v1 limit (off).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub background_reclaim: OnOff,
+    /// Directory of the swap files (one per process of the tree; default: $UZSWAP_SWAP_DIR,
+    /// else the temporary directory).
+    #[arg(long, value_name = "DIR")]
+    pub swap_dir: Option<PathBuf>,
+    /// Open the swap files with O_DIRECT (no page cache, as the kernel's swap I/O): pages
+    /// written back then cost a disk read to fault in, and hold no memory outside SIZE. Without
+    /// it the swap files' page cache holds them, outside the budget. An error where the swap
+    /// directory's file system refuses O_DIRECT.
+    #[arg(long)]
+    pub direct_io: bool,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
     pub cmd: Vec<OsString>,
@@ -367,6 +377,18 @@ fn create_segment(budget: u64, covers_pool: bool) -> Result<SharedSegment> {
     Ok(SharedSegment { fd, seg })
 }
 
+/// Each process of the tree creates its swap file in `dir` as it starts: find out now, before
+/// anything runs, whether it can (and, with `direct`, whether O_DIRECT is allowed there).
+fn check_swap_dir(dir: &Path, direct: bool) -> Result<()> {
+    let mut f = uzswap_zswap::SwapFile::create_temp(dir, 0, 512)
+        .with_context(|| format!("swap file in {}", dir.display()))?;
+    if direct {
+        f.enable_direct_io()
+            .with_context(|| format!("--direct-io: swap file in {}", dir.display()))?;
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> Result<()> {
     let code = run_inner(args)?;
     std::process::exit(code)
@@ -387,6 +409,12 @@ fn run_inner(args: Args) -> Result<i32> {
     check_program(&prog)?;
     let preload = find_preload()?;
     check_userfaultfd()?;
+    let swap_dir = args
+        .swap_dir
+        .clone()
+        .or_else(|| std::env::var_os("UZSWAP_SWAP_DIR").map(PathBuf::from))
+        .unwrap_or_else(std::env::temp_dir);
+    check_swap_dir(&swap_dir, args.direct_io)?;
     let covers_pool = args.budget_covers == "resident+pool";
     let shm = create_segment(args.memory_max, covers_pool)?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&shm.fd);
@@ -440,6 +468,8 @@ fn run_inner(args: Args) -> Result<i32> {
                 "off"
             },
         )
+        .env("UZSWAP_SWAP_DIR", &swap_dir)
+        .env("UZSWAP_DIRECT_IO", if args.direct_io { "1" } else { "0" })
         .env("UZSWAP_STRICT", "1");
     if let Some(t) = &trace {
         cmd.env("UZSWAP_TRACE_DIR", &t.raw_dir)
@@ -498,6 +528,7 @@ fn run_inner(args: Args) -> Result<i32> {
         peak_rss,
         args.memory_max,
         covers_pool,
+        args.direct_io,
     );
     if let Some(t) = trace {
         let n = t.finish()?;
@@ -523,6 +554,7 @@ fn build_report(
     peak_rss: u64,
     budget: u64,
     covers_pool: bool,
+    direct_io: bool,
 ) -> serde_json::Value {
     let mut counters = serde_json::Map::new();
     for (k, v) in seg.counters() {
@@ -556,6 +588,9 @@ fn build_report(
             "covers": if covers_pool { "resident+pool" } else { "resident" },
             "peak_charged_bytes": l(&seg.peak_charged_pages) * 4096,
             "over_budget_events": l(&seg.over_budget),
+            // Without O_DIRECT the pages written to the swap files stay in their page cache,
+            // which SIZE does not cover.
+            "swap_files_direct_io": direct_io,
         },
         "pager": {
             "evictions": l(&seg.evictions),
@@ -613,5 +648,12 @@ fn summary(r: &serde_json::Value) -> String {
         g(&r["pager"]["reevictions"]),
         g(&r["pager"]["reevictions_saved"]),
         r["pager_reevictions_saved"].as_f64().unwrap_or(0.0) * 100.0,
-    )
+    ) + if g(&c["pswpout"]) + g(&c["zswpwb"]) > 0
+        && r["budget"]["swap_files_direct_io"] != serde_json::Value::Bool(true)
+    {
+        "pages written to the swap files stay in their page cache, outside the budget \
+         (--direct-io keeps them on disk only, as the kernel's swap)\n"
+    } else {
+        ""
+    }
 }
