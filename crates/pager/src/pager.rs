@@ -184,35 +184,12 @@ impl Config {
 }
 
 /// `name=value,...` cache settings: `uzswap run`'s cache options (the flags of `uzswap replay`,
-/// without their dashes; validated by the command before the program starts, so an unknown
-/// or unsupported value here is ignored).
+/// without their dashes), applied as replay applies them (`uzswap_zswap::options`). Validated
+/// by the command before the program starts, so a bad one here is skipped.
 pub fn apply_params(p: &mut Params, s: &str) {
     for kv in s.split(',').filter(|x| !x.is_empty()) {
-        let Some((k, v)) = kv.split_once('=') else {
-            continue;
-        };
-        match k {
-            "compressor" => {
-                if let Ok(a) = v.parse() {
-                    p.compressor = a
-                }
-            }
-            "max-pool-percent" => p.max_pool_percent = v.parse().unwrap_or(p.max_pool_percent),
-            "accept-threshold-percent" => {
-                p.accept_threshold_percent = v.parse().unwrap_or(p.accept_threshold_percent)
-            }
-            "chain-size" => p.chain_size = v.parse().unwrap_or(p.chain_size),
-            "shrinker" => p.shrinker_enabled = v == "on",
-            "proactive-shrink" => p.proactive_shrink = v == "on",
-            "incompressible" => p.reject_compress_poor = v == "reject",
-            "protection" => {
-                p.warm_protection = if v == "protected-size" {
-                    uzswap_zswap::WarmProtection::ProtectedSize
-                } else {
-                    uzswap_zswap::WarmProtection::SecondChance
-                }
-            }
-            _ => {}
+        if let Some((k, v)) = kv.split_once('=') {
+            let _ = uzswap_zswap::options::apply(p, k, v);
         }
     }
 }
@@ -2471,6 +2448,42 @@ impl Drop for DropGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every cache option `uzswap run` passes on reaches the pager's cache, as replay applies
+    /// it (`--total-memory`, `--chain-rule`, `--zero-pages` and `--lru` were once dropped here).
+    #[test]
+    fn every_cache_option_of_run_reaches_the_pagers_cache() {
+        let mut p = Params::default();
+        apply_params(
+            &mut p,
+            "compressor=lzo,chain-size=16,chain-rule=used-percent,max-pool-percent=7,\
+             accept-threshold-percent=50,shrinker=on,proactive-shrink=off,\
+             protection=protected-size,zero-pages=entry,incompressible=reject,lru=per-pool,\
+             total-memory=2G",
+        );
+        let mut q = Params::default();
+        for (k, v) in [
+            ("compressor", "lzo"),
+            ("chain-size", "16"),
+            ("chain-rule", "used-percent"),
+            ("max-pool-percent", "7"),
+            ("accept-threshold-percent", "50"),
+            ("shrinker", "on"),
+            ("proactive-shrink", "off"),
+            ("protection", "protected-size"),
+            ("zero-pages", "entry"),
+            ("incompressible", "reject"),
+            ("lru", "per-pool"),
+            ("total-memory", "2G"),
+        ] {
+            uzswap_zswap::options::apply(&mut q, k, v).unwrap();
+        }
+        assert_eq!(format!("{p:?}"), format!("{q:?}"));
+        assert_eq!(p.total_memory_bytes, 2 << 30);
+        assert!(p.zero_page_entries && p.shrinker_enabled && !p.proactive_shrink);
+        // Every option replay knows is covered above.
+        assert_eq!(uzswap_zswap::options::OPTIONS.len(), 12);
+    }
 
     /// Background reclaim never stages the page a fault just brought back, nor its neighbours:
     /// they go back to resident and referenced, and the runs around them split.

@@ -206,20 +206,7 @@ fn parse_page(s: &str) -> Result<u64, String> {
 }
 
 /// A size in bytes with an optional K, M, G or T suffix (powers of 1024).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let (num, mul) = match s.as_bytes().last() {
-        Some(b'K' | b'k') => (&s[..s.len() - 1], 1u64 << 10),
-        Some(b'M' | b'm') => (&s[..s.len() - 1], 1 << 20),
-        Some(b'G' | b'g') => (&s[..s.len() - 1], 1 << 30),
-        Some(b'T' | b't') => (&s[..s.len() - 1], 1 << 40),
-        _ => (s, 1),
-    };
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("size {s:?}: expected a number with an optional K/M/G/T suffix"))?;
-    n.checked_mul(mul)
-        .ok_or_else(|| format!("size {s:?} overflows"))
-}
+pub use uzswap_types::parse_size;
 
 fn parse_max(s: &str) -> Result<Option<u64>, String> {
     if s == "max" {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 //! uzswap-types: the vocabulary shared by every layer of uzswap.
 //!
-//! **Owns**: the page geometry ([`PAGE_SIZE`], [`PAGE_SHIFT`]) and the cache's key,
-//! [`SwapSlot`] (the kernel's `swp_entry_t`: swap type and offset). Nothing else: a type
+//! **Owns**: the page geometry ([`PAGE_SIZE`], [`PAGE_SHIFT`]), the cache's key,
+//! [`SwapSlot`] (the kernel's `swp_entry_t`: swap type and offset), and how sizes are written
+//! ([`parse_size`]: trace files, cache options, command lines). Nothing else: a type
 //! belongs here only if two layers that do not depend on each other both need it (the
 //! backing stores and the cache; the trace format and the reclaim engine).
 //!
@@ -45,6 +46,23 @@ impl fmt::Display for SwapSlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.area, self.offset)
     }
+}
+
+/// A size as trace files, cache options and command lines write it: a number of bytes with an
+/// optional `K`, `M`, `G` or `T` suffix (binary units; either case).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let (num, mul) = match s.as_bytes().last() {
+        Some(b'K' | b'k') => (&s[..s.len() - 1], 1u64 << 10),
+        Some(b'M' | b'm') => (&s[..s.len() - 1], 1 << 20),
+        Some(b'G' | b'g') => (&s[..s.len() - 1], 1 << 30),
+        Some(b'T' | b't') => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("size {s:?}: expected a number with an optional K/M/G/T suffix"))?;
+    n.checked_mul(mul)
+        .ok_or_else(|| format!("size {s:?} overflows"))
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@
 //! | `spin` | the spinning mutex of the LRU sub-lists |
 //! | `pool`, `poolref` | compressor pools ([`MAX_POOLS`], the kernel's `zswap_pool`), their per-thread-striped reference count (`percpu_ref`) |
 //! | `cgroup` | cgroups, charges, zswap.max, zswap.writeback, reparenting |
+//! | `options` | cache options by name (`--compressor`, `--chain-size`, ...) to [`Params`], for every front |
 //! | `stats` | striped counters and the [`Counters`] snapshot |
 //! | `params`, `numa`, `pressure` | [`Params`], NUMA nodes, the PSI pressure source |
 //! | `error`, `outcome`, `hooks`, `buf` | [`Error`], [`StoreOutcome`] and friends, `FaultHooks` (feature `test-hooks`), per-thread buffers |
@@ -98,6 +99,7 @@ mod index;
 mod load;
 mod lru;
 mod numa;
+pub mod options;
 mod outcome;
 mod params;
 mod pool;
