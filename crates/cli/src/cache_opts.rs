@@ -45,8 +45,9 @@ pub struct CacheOptions {
     /// LRU of compressed pages: one global LRU (default, seed 000) or one per compressor pool.
     #[arg(long, value_name = "KIND", value_parser = ["global", "per-pool"])]
     pub lru: Option<String>,
-    /// The RAM the pool percentages refer to (default: this machine's MemTotal), to model a
-    /// machine of another size: `--total-memory 64G --max-pool-percent 20`.
+    /// The RAM the pool percentages refer to (default: this machine's MemTotal; under `uzswap
+    /// run` with SIZE covering the pool, SIZE), to model a machine of another size:
+    /// `--total-memory 64G --max-pool-percent 20`.
     #[arg(long, value_name = "SIZE")]
     pub total_memory: Option<String>,
 }
