@@ -233,12 +233,21 @@ impl Inner {
     /// pool (a store over the limit queued `zswap_pool_last_get()`'s `shrink_work` in 6.8): it
     /// moves that pool's cgroup cursor, while `shrink_memcg` walks the current pool's lists.
     pub(crate) fn shrink_worker(&self) {
+        self.shrink_worker_run(false)
+    }
+
+    /// The worker's run; `yield_to_hold`: the background worker ends it early when held
+    /// (`Inner::yield_to_hold`), a direct caller runs it to its end.
+    pub(crate) fn shrink_worker_run(&self, yield_to_hold: bool) {
         self.count(G::ShrinkWorkerRuns);
         let thr = self.hot.accept_pages.load(Relaxed);
         let (mut failures, mut attempts) = (0u32, 0u32);
         let work_pool = (self.lru_mode() == LruMode::PerPool).then(|| self.pools.oldest());
         loop {
-            if self.pools.total_pages() <= thr || self.stopping() {
+            if self.pools.total_pages() <= thr
+                || self.stopping()
+                || (yield_to_hold && self.yield_to_hold())
+            {
                 return;
             }
             let next = match &work_pool {

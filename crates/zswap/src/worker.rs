@@ -152,7 +152,7 @@ impl Inner {
             for cg in memcgs {
                 self.shrink_memcg_to_limit(cg);
             }
-            self.shrink_worker();
+            self.shrink_worker_run(true);
             let mut st = self.worker.state.lock();
             st.running = false;
             self.worker.idle_cv.notify_all();
@@ -173,7 +173,18 @@ impl Inner {
     /// asynchronous form of the kernel's one synchronous `shrink_memcg` in `zswap_store`).
     pub(crate) fn shrink_memcg_to_limit(&self, cg: u32) {
         let mut failures = 0;
-        while self.cgroups.over_limit(cg).is_some() && !self.stopping() {
+        while self.cgroups.over_limit(cg).is_some() {
+            if self.stopping() {
+                return;
+            }
+            if self.yield_to_hold() {
+                // Run again for this cgroup once released.
+                let mut st = self.worker.state.lock();
+                if !st.memcgs.contains(&cg) {
+                    st.memcgs.push(cg);
+                }
+                return;
+            }
             match self.shrink_memcg(cg) {
                 Ok(()) => {}
                 Err(shrink::ShrinkErr::Rotated) if !self.hot.rotation_is_failure.load(Relaxed) => {}
@@ -197,6 +208,23 @@ impl Inner {
     pub(crate) fn stopping(&self) -> bool {
         self.worker.state.lock().stop
     }
+
+    /// Between two writebacks of a run: is the worker held (an embedder about to fork waits for
+    /// it to go idle)? Then the run ends here and is queued again for the release. A slot the
+    /// worker writes back at the instant of a fork stays marked in flight in the child, where
+    /// no thread will clear it; the run used to go on to its end, which on a slow disk
+    /// (O_DIRECT swap files, many processes writing) outlasted the embedder's wait.
+    pub(crate) fn yield_to_hold(&self) -> bool {
+        let mut st = self.worker.state.lock();
+        if st.held && !st.stop {
+            st.pending = true;
+            self.worker
+                .queued
+                .store(true, std::sync::atomic::Ordering::Release);
+            return true;
+        }
+        false
+    }
 }
 
 #[cfg(test)]
@@ -207,6 +235,96 @@ mod tests {
     use super::HotGuard;
     use crate::testutil::page;
     use crate::{CgroupId, Params, RejectReason, StoreOutcome, SwapFile, SwapSlot, Zswap};
+
+    /// A backing store whose writes take 2 ms (a slow disk under O_DIRECT).
+    #[derive(Debug)]
+    struct SlowDisk(crate::MemStore);
+    impl crate::BackingStore for SlowDisk {
+        fn area(&self) -> u32 {
+            self.0.area()
+        }
+        fn capacity(&self) -> u64 {
+            self.0.capacity()
+        }
+        fn alloc_slot(&self) -> uzswap_backing::Result<SwapSlot> {
+            self.0.alloc_slot()
+        }
+        fn free_slot(&self, slot: SwapSlot) -> uzswap_backing::Result<()> {
+            self.0.free_slot(slot)
+        }
+        fn write_page(&self, slot: SwapSlot, page: &[u8]) -> uzswap_backing::Result<()> {
+            std::thread::sleep(Duration::from_millis(2));
+            self.0.write_page(slot, page)
+        }
+        fn read_page(&self, slot: SwapSlot, page: &mut [u8]) -> uzswap_backing::Result<()> {
+            self.0.read_page(slot, page)
+        }
+        fn discard(&self, slot: SwapSlot) {
+            self.0.discard(slot)
+        }
+        fn stats(&self) -> uzswap_backing::BackingStats {
+            self.0.stats()
+        }
+    }
+
+    /// An embedder about to fork holds the worker and waits for it to go idle: a run in
+    /// progress ends at its next writeback instead of going on to the accept threshold (on a
+    /// slow disk that outlasted the wait, and the fork child inherited a slot in flight), and
+    /// resumes once released.
+    #[test]
+    #[cfg_attr(miri, ignore = "fills a 4 MiB pool and sleeps: minutes under Miri")]
+    fn a_held_worker_stops_its_run_at_the_next_writeback_and_resumes_on_release() {
+        let disk = crate::MemStore::new(0, 4096).unwrap();
+        let z = Zswap::new(Params {
+            total_memory_bytes: 4 << 20,
+            proactive_shrink: false,
+            accept_threshold_percent: 50,
+            ..Params::default()
+        })
+        .unwrap();
+        for _ in 0..4096 {
+            crate::BackingStore::alloc_slot(&disk).unwrap();
+        }
+        z.add_backing_store(Arc::new(SlowDisk(disk))).unwrap();
+        let mut i = 0;
+        while z.store(SwapSlot::new(0, i), &page(i as u8), CgroupId::ROOT)
+            != StoreOutcome::Rejected(RejectReason::PoolLimit)
+        {
+            i += 1;
+        }
+        // The worker now writes back down to half the limit, 2 ms an entry: seconds.
+        std::thread::sleep(Duration::from_millis(50));
+        z.hold_shrink_worker(true);
+        let t = std::time::Instant::now();
+        assert!(
+            z.wait_shrink_idle(Duration::from_secs(5)),
+            "the held worker went idle"
+        );
+        assert!(
+            t.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            t.elapsed()
+        );
+        assert!(
+            z.pool_total_pages() > z.params().accept_threshold_pages(),
+            "the run stopped early"
+        );
+        let written = z.counters().written_back_pages;
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(
+            z.counters().written_back_pages,
+            written,
+            "nothing while held"
+        );
+        z.hold_shrink_worker(false);
+        assert!(z.wait_shrink_idle(Duration::from_secs(60)));
+        assert!(z.pool_total_pages() <= z.params().accept_threshold_pages());
+        for k in 0..i {
+            let mut out = [0u8; crate::PAGE_SIZE];
+            z.load(SwapSlot::new(0, k), &mut out, false).unwrap();
+            assert_eq!(out[..], page(k as u8)[..], "page {k}");
+        }
+    }
 
     #[test]
     #[cfg_attr(miri, ignore = "fills a 4 MiB pool: minutes under Miri")]
