@@ -390,7 +390,6 @@ impl Pager {
         })
     }
 
-    #[inline]
     /// A new swap file for area `area` in the configured directory, O_DIRECT if asked.
     fn swap_file(cfg: &Config, area: u32) -> Result<SwapFile, String> {
         let dir = cfg.swap_dir.display();
@@ -403,6 +402,7 @@ impl Pager {
         Ok(f)
     }
 
+    #[inline]
     fn uffd(&self) -> &Uffd {
         // SAFETY: the pointer is set from a leaked Box in `new` and only replaced in a fork
         // child (single-threaded) by `replace_uffd`, which frees the old one at that point.
