@@ -1362,6 +1362,11 @@ impl Pager {
         }
         let evicted = self.evictions.load(Relaxed);
         let since = evicted.saturating_sub(self.shrunk_at.load(Relaxed));
+        if since == 0 {
+            // No reclaim since the last pass: no shrink_slab either (its count consumes the
+            // disk swap-in credit, so it is not asked idly).
+            return 0;
+        }
         let resident = self.resident.load(Relaxed).max(1) as u64;
         let count = self.zswap.shrinker_count(CgroupId::ROOT, 0);
         let nr = (2 * since as u128 * count as u128 / resident as u128).min(count as u128) as u64;
