@@ -183,6 +183,25 @@ impl Config {
     }
 }
 
+/// A new anonymous swap file of `slots` slots for area `area` in `dir`, O_DIRECT if `direct_io`
+/// (what every process of a tree under `uzswap run` creates, and what the command tries
+/// before the program starts).
+pub fn swap_file(
+    dir: &std::path::Path,
+    area: u32,
+    slots: u64,
+    direct_io: bool,
+) -> Result<SwapFile, String> {
+    let shown = dir.display();
+    let mut f = SwapFile::create_temp(dir, area, slots)
+        .map_err(|e| format!("swap file in {shown}: {e}"))?;
+    if direct_io {
+        f.enable_direct_io()
+            .map_err(|e| format!("O_DIRECT swap file in {shown}: {e}"))?;
+    }
+    Ok(f)
+}
+
 /// `name=value,...` cache settings: `uzswap run`'s cache options (the flags of `uzswap replay`,
 /// without their dashes), applied as replay applies them (`uzswap_zswap::options`). Validated
 /// by the command before the program starts, so a bad one here is skipped.
@@ -390,16 +409,9 @@ impl Pager {
         })
     }
 
-    /// A new swap file for area `area` in the configured directory, O_DIRECT if asked.
+    /// A new swap file for area `area` as configured.
     fn swap_file(cfg: &Config, area: u32) -> Result<SwapFile, String> {
-        let dir = cfg.swap_dir.display();
-        let mut f = SwapFile::create_temp(&cfg.swap_dir, area, cfg.swap_slots)
-            .map_err(|e| format!("swap file in {dir}: {e}"))?;
-        if cfg.direct_io {
-            f.enable_direct_io()
-                .map_err(|e| format!("O_DIRECT swap file in {dir}: {e}"))?;
-        }
-        Ok(f)
+        swap_file(&cfg.swap_dir, area, cfg.swap_slots, cfg.direct_io)
     }
 
     #[inline]
@@ -1348,7 +1360,6 @@ impl Pager {
     /// thread (the writes stay out of the faults' path, as kswapd's), or by direct reclaim
     /// when background reclaim is off. Returns the entries scanned.
     fn shrink_pool(&self) -> u64 {
-        const SHRINK_BATCH: u64 = 128;
         if !self.cfg.covers_pool || !self.cfg.params.shrinker_enabled {
             return 0;
         }
@@ -1368,23 +1379,14 @@ impl Pager {
             return 0;
         }
         let resident = self.resident.load(Relaxed).max(1) as u64;
-        let count = self.zswap.shrinker_count(CgroupId::ROOT, 0);
-        let nr = (2 * since as u128 * count as u128 / resident as u128).min(count as u128) as u64;
-        if nr < SHRINK_BATCH.min(count) || nr == 0 {
-            return 0; // deferred: `since` keeps growing until it is worth a batch
+        let r = self
+            .zswap
+            .shrink_slab_share(CgroupId::ROOT, 0, since, resident);
+        if r.scanned > 0 {
+            // Less than a batch is deferred: `since` keeps growing until it is worth one.
+            self.shrunk_at.store(evicted, Relaxed);
         }
-        self.shrunk_at.store(evicted, Relaxed);
-        let mut scanned = 0;
-        while scanned < nr {
-            let r = self
-                .zswap
-                .shrinker_scan(CgroupId::ROOT, 0, (nr - scanned).min(SHRINK_BATCH));
-            scanned += r.scanned;
-            if r.stop || r.scanned == 0 {
-                break;
-            }
-        }
-        scanned
+        r.scanned
     }
 
     /// Background reclaim, the faulting thread's half: claim and move out a batch of victims

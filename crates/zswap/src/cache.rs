@@ -521,6 +521,23 @@ impl Zswap {
         self.inner.shrink_slab(cg.0, node, priority)
     }
 
+    /// `shrink_slab` for (cgroup, node) in proportion to an LRU scan, for an embedder whose
+    /// reclaim has no priorities: per page of `lru_scanned` out of `lru_size`, `2 × count /
+    /// lru_size` entries (the ratio of `(count >> priority) × 4 / DEFAULT_SEEKS` to
+    /// `lru_size >> priority` at any priority), at most the count, in batches of
+    /// `SHRINK_BATCH` (128). Less than a batch scans nothing (`scanned` 0): the caller keeps
+    /// counting its LRU scan and asks again, as the kernel defers it in `nr_deferred`.
+    pub fn shrink_slab_share(
+        &self,
+        cg: CgroupId,
+        node: usize,
+        lru_scanned: u64,
+        lru_size: u64,
+    ) -> ShrinkScan {
+        self.inner
+            .shrink_slab_share(cg.0, node, lru_scanned, lru_size)
+    }
+
     /// One pass of the memory-pressure shrinker over every cgroup and node (what a PSI event
     /// triggers); `priority` is the shift applied to each freeable count. Returns pages freed.
     pub fn shrink_on_pressure(&self, priority: u32) -> u64 {

@@ -449,18 +449,40 @@ impl Inner {
 
     /// `shrink_slab` for zswap's shrinker(s) of (`cg`, `node`): see [`crate::Zswap::shrink_slab`].
     pub(crate) fn shrink_slab(&self, cg: u32, node: usize, priority: u32) -> ShrinkScan {
-        self.shrink_slab_with(cg, node, priority, false)
+        self.shrink_slab_with(cg, node, |count| (count >> priority.min(63)) * 2, false)
+    }
+
+    /// `shrink_slab` in proportion to an LRU scan of `lru_scanned` of `lru_size` pages: see
+    /// [`crate::Zswap::shrink_slab_share`].
+    pub(crate) fn shrink_slab_share(
+        &self,
+        cg: u32,
+        node: usize,
+        lru_scanned: u64,
+        lru_size: u64,
+    ) -> ShrinkScan {
+        self.shrink_slab_with(
+            cg,
+            node,
+            |count| {
+                let d =
+                    2 * u128::from(lru_scanned) * u128::from(count) / u128::from(lru_size.max(1));
+                d.min(u128::from(count)) as u64
+            },
+            false,
+        )
     }
 
     /// `do_shrink_slab` for each shrinker of (`cg`, `node`), without its deferred work:
-    /// `delta = (count >> priority) × 4 / DEFAULT_SEEKS`, at most `2 × count`, scanned in
-    /// batches while at least a batch or the whole count is left. `at_least_one` (the PSI pass):
-    /// scan at least one entry of a shrinker with a count, in batches until `delta` is done.
+    /// `delta` from the shrinker's count (`(count >> priority) × 4 / DEFAULT_SEEKS` for a
+    /// reclaim pass at a priority), at most `2 × count`, scanned in batches while at least a
+    /// batch or the whole count is left. `at_least_one` (the PSI pass): scan at least one entry
+    /// of a shrinker with a count, in batches until `delta` is done.
     fn shrink_slab_with(
         &self,
         cg: u32,
         node: usize,
-        priority: u32,
+        delta_of: impl Fn(u64) -> u64,
         at_least_one: bool,
     ) -> ShrinkScan {
         let mut total = ShrinkScan {
@@ -475,7 +497,7 @@ impl Inner {
             if count == 0 {
                 continue;
             }
-            let delta = (count >> priority.min(63)) * 2;
+            let delta = delta_of(count);
             let mut todo = if at_least_one {
                 delta.max(1)
             } else {
@@ -509,7 +531,9 @@ impl Inner {
                 continue;
             }
             for node in 0..self.nodes {
-                freed += self.shrink_slab_with(cg, node, priority, true).freed;
+                freed += self
+                    .shrink_slab_with(cg, node, |count| (count >> priority.min(63)) * 2, true)
+                    .freed;
             }
         }
         freed
@@ -520,6 +544,32 @@ impl Inner {
 mod tests {
     use crate::testutil::{cache, page, set_loading};
     use crate::{Algorithm, CgroupId, LoadOutcome, LruMode, Params, SwapSlot, Zswap, PAGE_SIZE};
+
+    /// `shrink_slab_share`: nothing for an empty LRU scan; for an LRU scanned whole, the
+    /// whole count (capped there), first clearing referenced bits, then writing back.
+    #[test]
+    #[cfg_attr(miri, ignore = "writes back through the shrinker: slow under Miri")]
+    fn shrink_slab_share_scans_in_proportion_to_the_lru_scan() {
+        let z = cache();
+        for i in 0..64 {
+            z.store(SwapSlot::new(0, i), &page(i as u8), CgroupId::ROOT);
+        }
+        let count = z.shrinker_count(CgroupId::ROOT, 0);
+        assert!(count > 0);
+        assert_eq!(z.shrink_slab_share(CgroupId::ROOT, 0, 0, 1000).scanned, 0);
+        let r = z.shrink_slab_share(CgroupId::ROOT, 0, 1000, 1000);
+        assert_eq!(
+            (r.scanned, r.freed),
+            (count, 0),
+            "referenced bits cleared first"
+        );
+        // Each pass scans `count` entries of the 64: once every bit is cleared, it frees.
+        let freed: u64 = (0..64)
+            .map(|_| z.shrink_slab_share(CgroupId::ROOT, 0, 1000, 1000).freed)
+            .sum();
+        assert!(freed > 0);
+        assert_eq!(z.counters().written_back_pages, freed);
+    }
 
     /// 6.8: a store over the limit queues the oldest pool's shrink work, whose walk moves that
     /// pool's own cgroup cursor (`pool->next_shrink`), while `shrink_memcg` walks the current

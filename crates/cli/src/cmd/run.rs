@@ -380,12 +380,7 @@ fn create_segment(budget: u64, covers_pool: bool) -> Result<SharedSegment> {
 /// Each process of the tree creates its swap file in `dir` as it starts: find out now, before
 /// anything runs, whether it can (and, with `direct`, whether O_DIRECT is allowed there).
 fn check_swap_dir(dir: &Path, direct: bool) -> Result<()> {
-    let mut f = uzswap_zswap::SwapFile::create_temp(dir, 0, 512)
-        .with_context(|| format!("swap file in {}", dir.display()))?;
-    if direct {
-        f.enable_direct_io()
-            .with_context(|| format!("--direct-io: swap file in {}", dir.display()))?;
-    }
+    uzswap_pager::pager::swap_file(dir, 0, 512, direct).map_err(anyhow::Error::msg)?;
     Ok(())
 }
 
