@@ -1522,3 +1522,101 @@ fn calls_whose_kernel_side_reads_paged_out_paths_and_buffers_succeed() {
     assert!(r["pager"]["evictions"].as_u64().unwrap() > 10000, "{r}");
     assert!(r["pager"]["pinned_syscalls"].as_u64().unwrap() > 20, "{r}");
 }
+
+/// Threads that each grow a heap block by `realloc` from 1 MiB to 24 MiB, writing a pattern of
+/// their own into each new part, and check the whole block after every growth and at the end.
+const REALLOC_GROW: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static unsigned char pat(long t, size_t i) { return (unsigned char)(i * 13 + (i >> 12) * 7 + t * 101); }
+static int check(long t, unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) if (p[i] != pat(t, i)) { printf("MISMATCH thread %ld at %zu of %zu\n", t, i, n); return 1; }
+    return 0;
+}
+static void *grow(void *arg) {
+    long t = (long)arg;
+    size_t n = 1 << 20;
+    unsigned char *p = malloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = pat(t, i);
+    unsigned long long sum = 0;
+    while (n < (24u << 20)) {
+        size_t m = n + n / 2 + 12345; /* odd sizes: the blocks don't start page-aligned alike */
+        p = realloc(p, m);
+        if (!p) { printf("realloc failed\n"); exit(1); }
+        if (check(t, p, n)) exit(1);
+        for (size_t i = n; i < m; i++) p[i] = pat(t, i);
+        n = m;
+        sum = sum * 31 + p[n / 3];
+    }
+    if (check(t, p, n)) exit(1);
+    free(p);
+    return (void *)(uintptr_t)sum;
+}
+int main(int argc, char **argv) {
+    int nt = atoi(argv[1]);
+    pthread_t th[8];
+    for (long t = 0; t < nt; t++) pthread_create(&th[t], 0, grow, (void *)t);
+    for (int t = 0; t < nt; t++) { void *r; pthread_join(th[t], &r); printf("thread %d %llu\n", t, (unsigned long long)(uintptr_t)r); }
+    return 0;
+}
+"#;
+
+#[test]
+fn a_large_realloc_moves_its_pages_and_loses_none_under_eviction() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = format!("#include <stdint.h>\n{REALLOC_GROW}");
+    let exe = compile("realloc_grow", &src, &[]);
+    // Four threads' blocks of up to 24 MiB under 16M: the old blocks' pages are being evicted
+    // (and faulted back by the checks) while their realloc moves them.
+    let r = same_output_within("16M", &[exe.to_str().unwrap(), "4"], 120);
+    let moved = r["pager"]["realloc_pages_moved"].as_u64().unwrap();
+    assert!(moved > 10_000, "pages moved by realloc: {r}");
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+    // Without a budget nothing is evicted: one block's growth moves its resident pages and
+    // the old block's charge goes with them (no copy beside the new block).
+    let r = same_output("1G", &[exe.to_str().unwrap(), "1"]);
+    assert!(
+        r["pager"]["realloc_pages_moved"].as_u64().unwrap() > 5000,
+        "{r}"
+    );
+    let charged = r["budget"]["peak_charged_bytes"].as_u64().unwrap();
+    // The last block (about 25 MiB) plus the part of the first page of each block that is
+    // copied; a copying realloc peaks at old plus new, about 42 MiB.
+    assert!(charged < 30 << 20, "peak charged {charged}");
+}
+
+/// Touches one byte per 256 KiB of a fresh 64 MiB mapping, then every page of another one.
+const TOUCH: &str = r#"
+#include <stdio.h>
+#include <sys/mman.h>
+int main(void) {
+    size_t n = 64u << 20;
+    unsigned char *a = mmap(0, n, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
+    unsigned char *b = mmap(0, n, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
+    unsigned long s = 0;
+    for (size_t i = 4096; i < n; i += 262144) { a[i] = (unsigned char)(i >> 18); s += a[i]; }
+    for (size_t i = 0; i < n; i += 4096) { b[i] = (unsigned char)(i >> 12); s += b[i]; }
+    printf("%lu\n", s);
+    return 0;
+}
+"#;
+
+#[test]
+fn scattered_first_touches_fill_single_pages_and_a_stream_fills_windows() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("touch", TOUCH, &[]);
+    let r = same_output("1G", &[exe.to_str().unwrap()]);
+    let charged = r["budget"]["peak_charged_bytes"].as_u64().unwrap();
+    // 256 scattered pages and the 64 MiB stream: a fixed 16-page window charged the
+    // scattered pages' 15 neighbours too (80 MiB in all).
+    assert!(charged < (64 << 20) + (8 << 20), "peak charged {charged}");
+    // The stream's windows grow to 16 pages: about 1024 signals for its 16384 pages.
+    let zero = r["faults"]["zero"].as_u64().unwrap();
+    assert!(zero < 256 + 1200, "zero-fill faults {zero}");
+}

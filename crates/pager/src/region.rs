@@ -169,6 +169,10 @@ pub struct Region {
     first: usize,
     /// One past the highest page index ever filled: the clock hand's scan bound.
     pub hwm: AtomicUsize,
+    /// The stream of first touches in this region, whichever thread makes them: the page
+    /// after the last zero fill (high bits) and that fill's window (low 8 bits); see
+    /// `Pager::fill_zero`.
+    pub zero_stream: AtomicU64,
 }
 
 impl Region {
@@ -179,6 +183,7 @@ impl Region {
             states: Arc::new(States::new(pages)?),
             first: 0,
             hwm: AtomicUsize::new(0),
+            zero_stream: AtomicU64::new(0),
         })
     }
 
@@ -190,6 +195,7 @@ impl Region {
             states: self.states.clone(),
             first: self.first + from,
             hwm: AtomicUsize::new(self.hwm.load(Ordering::Relaxed).saturating_sub(from)),
+            zero_stream: AtomicU64::new(0),
         }
     }
 

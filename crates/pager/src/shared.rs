@@ -49,6 +49,8 @@ pub struct Segment {
     pub pool_pages: AtomicI64,
     /// Peak of resident + pool pages over the run.
     pub peak_charged_pages: AtomicU64,
+    /// Peak of the pool's pages over the run (whether or not the budget covers them).
+    pub peak_pool_pages: AtomicU64,
     pub processes: AtomicU64,
     pub faults: AtomicU64,
     pub faults_from_pool: AtomicU64,
@@ -77,6 +79,9 @@ pub struct Segment {
     pub scans: AtomicU64,
     /// Pages brought back by swap readahead.
     pub readahead_pages: AtomicU64,
+    /// Pages a large `realloc` moved (or, evicted, re-addressed) into the new block instead of
+    /// copying them (`Pager::move_chunk`).
+    pub realloc_pages_moved: AtomicU64,
     pub pinned_calls: AtomicU64,
     /// Futex waits (condition variables, contended locks, semaphores, `syscall(SYS_futex)`)
     /// whose words were pinned for the call.
@@ -255,6 +260,8 @@ impl Segment {
     pub fn note_peak(&self) {
         let c = self.charged_pages().max(0) as u64;
         self.peak_charged_pages.fetch_max(c, Relaxed);
+        let p = self.pool_pages.load(Relaxed).max(0) as u64;
+        self.peak_pool_pages.fetch_max(p, Relaxed);
     }
 
     /// Adds `v` to the counter named `name` (claiming a free cell for a new name).

@@ -32,6 +32,7 @@ extern "C" {
     fn mi_calloc(n: usize, m: usize) -> *mut c_void;
     fn mi_realloc(p: *mut c_void, n: usize) -> *mut c_void;
     fn mi_malloc_aligned(n: usize, a: usize) -> *mut c_void;
+    fn mi_malloc_aligned_at(n: usize, a: usize, offset: usize) -> *mut c_void;
     fn mi_free(p: *mut c_void);
     fn mi_usable_size(p: *const c_void) -> usize;
     fn mi_option_set(o: c_int, v: libc::c_long);
@@ -181,11 +182,77 @@ extern "C" fn realloc_ra(p: *mut c_void, n: usize, ra: usize) -> *mut c_void {
     // SAFETY: p belongs to the allocator its address says.
     unsafe {
         if in_heap(p) {
+            if let Some(q) = realloc_moving(p, n) {
+                return q;
+            }
             mi_realloc(p, n)
         } else {
             __libc_realloc(p, n)
         }
     }
+}
+
+/// Below this a block's growth is copied (mimalloc's own realloc): the pages to move are too
+/// few to pay for the system calls.
+const MOVE_REALLOC_MIN: usize = 256 << 10;
+
+/// Grows a large heap block by moving its whole pages into the new block
+/// (`Pager::move_chunk`) instead of copying them, as glibc's realloc of an mmapped chunk
+/// moves them with mremap: the old block's pages then never sit charged beside the new
+/// block's, and evicted ones are not read back to be copied. Python's lists, for one, grow
+/// this way: a list of a million strings peaked 10 MiB above glibc's run (docs/pager.md "The
+/// heap"). `None`: not a case for it (mimalloc's realloc then does the usual).
+///
+/// # Safety
+/// `p` is a live block of the managed heap.
+unsafe fn realloc_moving(p: *mut c_void, n: usize) -> Option<*mut c_void> {
+    const PAGE: usize = 4096;
+    // SAFETY: p is a live mimalloc block (the caller's contract).
+    let old = unsafe { mi_usable_size(p) };
+    if n <= old || old < MOVE_REALLOC_MIN || sys::in_pager() {
+        return None;
+    }
+    let pager = uzswap_pager::pager()?;
+    let off = p as usize % PAGE;
+    // The new block at the same offset in its page, so that page k of one is page k of the
+    // other.
+    // SAFETY: a plain allocation.
+    let q = unsafe { mi_malloc_aligned_at(n, PAGE, (PAGE - off) % PAGE) };
+    if q.is_null() || q as usize % PAGE != off {
+        if !q.is_null() {
+            // SAFETY: the block just allocated.
+            unsafe { mi_free(q) };
+        }
+        return None;
+    }
+    let (src, dst) = (p as *const u8, q as *mut u8);
+    // The first page is copied, never moved: mimalloc's free writes its list link into the
+    // old block's first bytes, which would fault a moved-away page back in as zeros.
+    let head = (PAGE - off).min(old);
+    let pages = (old - head) / PAGE;
+    // SAFETY: both blocks hold at least `old` bytes and don't overlap (q is a new block).
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
+    let mut k = 0;
+    while k < pages {
+        let c = (pages - k).min(64);
+        let at = head + k * PAGE;
+        // SAFETY: pointer arithmetic inside both blocks.
+        let (s, d) = unsafe { (src.add(at), dst.add(at)) };
+        let done = pager.move_chunk(s as usize, d as usize, c);
+        for j in 0..c {
+            if done & (1 << j) == 0 {
+                // SAFETY: page j of this chunk lies inside both blocks.
+                unsafe { std::ptr::copy_nonoverlapping(s.add(j * PAGE), d.add(j * PAGE), PAGE) };
+            }
+        }
+        k += c;
+    }
+    let tail = head + pages * PAGE;
+    // SAFETY: the rest of the old block, inside both.
+    unsafe { std::ptr::copy_nonoverlapping(src.add(tail), dst.add(tail), old - tail) };
+    // SAFETY: p is the caller's live block, now copied.
+    unsafe { mi_free(p) };
+    Some(q)
 }
 
 extern "C" fn memalign_ra(a: usize, n: usize, ra: usize) -> *mut c_void {
@@ -350,8 +417,15 @@ fn setup_heap() {
     unsafe {
         mi_option_set(17, 1); // mi_option_disallow_os_alloc: heap memory only from the arena
         mi_option_set(43, 0); // mi_option_allow_thp: THP bypasses missing-mode faults
-                              // mimalloc keeps an arena's meta-data inside it and limits that to 512 slices, so a
-                              // 16 GiB arena is too large: one arena per 8 GiB of the reservation.
+        if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+            // mi_option_purge_delay: mimalloc v3 keeps freed memory 1 s before purging it,
+            // where glibc's free unmaps or trims at once. Under a budget that memory is charged
+            // and pushes live pages out: Python with four threads peaked at 121 MiB charged
+            // against 105 MiB of anonymous memory under glibc (docs/pager.md "The heap").
+            mi_option_set(15, 10);
+        }
+        // mimalloc keeps an arena's meta-data inside it and limits that to 512 slices, so a
+        // 16 GiB arena is too large: one arena per 8 GiB of the reservation.
         const ARENA: usize = 8 << 30;
         let mut off = 0;
         while off + (64 << 20) <= size {

@@ -582,6 +582,7 @@ fn build_report(
             "memory_max_bytes": budget,
             "covers": if covers_pool { "resident+pool" } else { "resident" },
             "peak_charged_bytes": l(&seg.peak_charged_pages) * 4096,
+            "peak_pool_bytes": l(&seg.peak_pool_pages) * 4096,
             "over_budget_events": l(&seg.over_budget),
             // Without O_DIRECT the pages written to the swap files stay in their page cache,
             // which SIZE does not cover.
@@ -597,6 +598,7 @@ fn build_report(
             "refaults_within_resident": l(&seg.refaults_near),
             "reevictions": l(&seg.reevictions),
             "reevictions_saved": l(&seg.reevictions_saved),
+            "realloc_pages_moved": l(&seg.realloc_pages_moved),
             "kept_copies_dropped_written": l(&seg.kept_dropped),
             "kept_copies_changed_at_eviction": l(&seg.kept_mismatch),
             "write_scans": l(&seg.scans),
