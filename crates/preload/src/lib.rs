@@ -201,7 +201,7 @@ const MOVE_REALLOC_MIN: usize = 256 << 10;
 /// moves them with mremap: the old block's pages then never sit charged beside the new
 /// block's, and evicted ones are not read back to be copied. Python's lists, for one, grow
 /// this way: a list of a million strings peaked 10 MiB above glibc's run (docs/pager.md "The
-/// heap"). `None`: not a case for it (mimalloc's realloc then does the usual).
+/// heap's footprint"). `None`: not a case for it (mimalloc's realloc then does the usual).
 ///
 /// # Safety
 /// `p` is a live block of the managed heap.
@@ -421,7 +421,8 @@ fn setup_heap() {
             // mi_option_purge_delay: mimalloc v3 keeps freed memory 1 s before purging it,
             // where glibc's free unmaps or trims at once. Under a budget that memory is charged
             // and pushes live pages out: Python with four threads peaked at 121 MiB charged
-            // against 105 MiB of anonymous memory under glibc (docs/pager.md "The heap").
+            // against 105 MiB of anonymous memory under glibc (docs/pager.md "The heap's
+            // footprint").
             mi_option_set(15, 10);
         }
         // mimalloc keeps an arena's meta-data inside it and limits that to 512 slices, so a
