@@ -923,8 +923,8 @@ impl Pager {
         // where the last fill ended (or a little further: an allocator hands out pages in
         // address order, a size class here and one there), as readahead ramps up: a scattered
         // first touch fills one page, where a fixed window charged neighbours that might never
-        // be used (SQLite through Python peaked at 31 MiB charged against 29, and 24 MiB of
-        // anonymous memory under the kernel). One stream per region, not per thread: threads
+        // be used (SQLite through Python peaked at 31 MiB charged, 29 with the ramp; docs/pager.md
+        // "The heap's footprint"). One stream per region, not per thread: threads
         // share an allocator's arenas (Python's four threads took five times the signals
         // with a stream per thread).
         let fa = self.cfg.fault_around.max(1);
