@@ -420,10 +420,11 @@ fn setup_heap() {
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
             // mi_option_purge_delay: mimalloc v3 keeps freed memory 1 s before purging it,
             // where glibc's free unmaps or trims at once. Under a budget that memory is charged
-            // and pushes live pages out: Python with four threads peaked at 121 MiB charged
-            // against 105 MiB of anonymous memory under glibc (docs/pager.md "The heap's
-            // footprint").
-            mi_option_set(15, 10);
+            // and pushes live pages out (Python with four threads peaked at 110 MiB charged
+            // against 108 with 100 ms). Shorter delays purge memory a program reuses at once:
+            // every reuse is then a zero-fill fault, and a loop of growing buffers ran twice as
+            // long with 10 ms (docs/pager.md "The heap's footprint").
+            mi_option_set(15, 100);
         }
         // mimalloc keeps an arena's meta-data inside it and limits that to 512 slices, so a
         // 16 GiB arena is too large: one arena per 8 GiB of the reservation.
