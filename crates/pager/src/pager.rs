@@ -70,6 +70,9 @@ pub const SCRATCH_PAGES: usize = 64;
 const ZERO_SRC_PAGES: usize = 16;
 /// Pages of write tracking per `PAGEMAP_SCAN`, ahead of the clock hand.
 const SCAN_CHUNK: usize = 512;
+/// With SIZE covering the pool: the bound of the pool's cache of freed zspage memory (2 MiB,
+/// zsmalloc's default `DEFAULT_MAX_CACHED_PAGES`).
+const POOL_CACHE_PAGES: usize = 512;
 
 /// What the pager was configured with (from the environment `uzswap run` sets).
 #[derive(Clone, Debug)]
@@ -356,6 +359,13 @@ impl Pager {
         let mut params = cfg.params.clone();
         params.numa_nodes = 1;
         let zswap = Zswap::new(params).map_err(|e| format!("cache: {e}"))?;
+        if cfg.covers_pool {
+            // The pool's pages count against SIZE, but the freed zspage memory it keeps for
+            // reuse (by default up to the pool limit, a fifth of SIZE, for a second) would not:
+            // bound it to one huge page, a fixed overhead (docs/pager.md "The budget across the
+            // process tree").
+            zswap.set_pool_cache_pages(POOL_CACHE_PAGES);
+        }
         let swap = Arc::new(Self::swap_file(&cfg, 0)?);
         zswap
             .add_swap_file(swap.clone())

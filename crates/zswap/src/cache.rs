@@ -475,6 +475,13 @@ impl Zswap {
             .map(|c| c.stats.gauge(crate::stats::C::ZswapBytes as usize))
     }
 
+    /// Bound every pool's cache of freed zspage memory by `pages` (by default the pool limit;
+    /// a new limit resets it). Cached pages are resident but no pool page: an embedder that
+    /// charges the pool's pages against a budget keeps the cache small, a fixed overhead.
+    pub fn set_pool_cache_pages(&self, pages: usize) {
+        self.inner.pools.set_max_cached_pages(pages);
+    }
+
     /// Pages held by all pools (`zswap_total_pages`).
     pub fn pool_total_pages(&self) -> u64 {
         self.inner.pools.total_pages()
