@@ -24,6 +24,18 @@ fn fill(z: &uzswap_zswap::Zswap, pages: &[Vec<u8>]) {
     }
 }
 
+/// Every page loads back (exclusively) as it was stored.
+fn all_back(z: &uzswap_zswap::Zswap, pages: &[Vec<u8>]) {
+    let mut buf = vec![0u8; PAGE_SIZE];
+    for (i, p) in pages.iter().enumerate() {
+        assert_eq!(
+            z.load(slot(i as u64), &mut buf, true).unwrap(),
+            LoadOutcome::Hit
+        );
+        assert_eq!(&buf, p);
+    }
+}
+
 fn invalidate_all(z: &uzswap_zswap::Zswap, n: usize) {
     for i in 0..n {
         z.invalidate(slot(i as u64));
@@ -61,14 +73,7 @@ fn freed_pool_memory_is_reused_by_the_next_stores() {
     let c = z.counters();
     assert_eq!(c.pool_total_size, full, "the same pages again");
     assert_eq!(c.pool_cached_size, 0, "all taken from the cache");
-    let mut buf = vec![0u8; PAGE_SIZE];
-    for (i, p) in pages.iter().enumerate() {
-        assert_eq!(
-            z.load(slot(i as u64), &mut buf, true).unwrap(),
-            LoadOutcome::Hit
-        );
-        assert_eq!(&buf, p);
-    }
+    all_back(&z, &pages);
 }
 
 #[test]
@@ -176,12 +181,5 @@ fn an_embedder_can_bound_the_cache_below_the_pool_limit() {
     );
     // The bound changes nothing stored: the pages come back intact after a refill.
     fill(&z, &pages);
-    let mut buf = vec![0u8; PAGE_SIZE];
-    for (i, p) in pages.iter().enumerate() {
-        assert_eq!(
-            z.load(slot(i as u64), &mut buf, true).unwrap(),
-            LoadOutcome::Hit
-        );
-        assert_eq!(&buf, p);
-    }
+    all_back(&z, &pages);
 }
