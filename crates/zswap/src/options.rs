@@ -28,10 +28,17 @@ pub const OPTIONS: [(&str, &str); 12] = [
 ];
 
 fn on_off(name: &str, v: &str) -> Result<bool, String> {
-    match v {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err(format!("--{name} {v:?}: expected on or off")),
+    either(name, v, ("on", true), ("off", false))
+}
+
+/// The value of an option that takes one of two words.
+fn either<T>(name: &str, v: &str, a: (&str, T), b: (&str, T)) -> Result<T, String> {
+    if v == a.0 {
+        Ok(a.1)
+    } else if v == b.0 {
+        Ok(b.1)
+    } else {
+        Err(format!("--{name} {v:?}: expected {} or {}", a.0, b.0))
     }
 }
 
@@ -72,37 +79,18 @@ pub fn apply(p: &mut Params, name: &str, value: &str) -> Result<(), String> {
         "shrinker" => p.shrinker_enabled = on_off(name, value)?,
         "proactive-shrink" => p.proactive_shrink = on_off(name, value)?,
         "protection" => {
-            p.warm_protection = match value {
-                "second-chance" => WarmProtection::SecondChance,
-                "protected-size" => WarmProtection::ProtectedSize,
-                _ => {
-                    return Err(format!(
-                        "--protection {value:?}: expected second-chance or protected-size"
-                    ))
-                }
-            }
+            p.warm_protection = either(
+                name,
+                value,
+                ("second-chance", WarmProtection::SecondChance),
+                ("protected-size", WarmProtection::ProtectedSize),
+            )?
         }
         "zero-pages" => {
-            p.zero_page_entries = match value {
-                "entryless" => false,
-                "entry" => true,
-                _ => {
-                    return Err(format!(
-                        "--zero-pages {value:?}: expected entryless or entry"
-                    ))
-                }
-            }
+            p.zero_page_entries = either(name, value, ("entryless", false), ("entry", true))?
         }
         "incompressible" => {
-            p.reject_compress_poor = match value {
-                "store" => false,
-                "reject" => true,
-                _ => {
-                    return Err(format!(
-                        "--incompressible {value:?}: expected store or reject"
-                    ))
-                }
-            }
+            p.reject_compress_poor = either(name, value, ("store", false), ("reject", true))?
         }
         "total-memory" => {
             let b = uzswap_types::parse_size(value).map_err(|e| format!("--total-memory: {e}"))?;
@@ -154,6 +142,18 @@ mod tests {
         assert!(apply(&mut p, "lru", "local")
             .unwrap_err()
             .contains("global or per-pool"));
+        assert_eq!(
+            apply(&mut p, "zero-pages", "none").unwrap_err(),
+            "--zero-pages \"none\": expected entryless or entry"
+        );
+        assert_eq!(
+            apply(&mut p, "shrinker", "yes").unwrap_err(),
+            "--shrinker \"yes\": expected on or off"
+        );
+        assert!(
+            p.zero_page_entries && p.shrinker_enabled,
+            "a bad value changes nothing"
+        );
         assert!(apply(&mut p, "chain-rule", "best").is_err());
         assert!(apply(&mut p, "chain-size", "3").is_err());
         assert!(apply(&mut p, "bogus", "1").unwrap_err().contains("unknown"));
