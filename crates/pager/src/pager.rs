@@ -65,6 +65,8 @@ const MAX_AREAS: usize = 32;
 
 /// Pages moved out per `UFFDIO_MOVE` batch.
 pub const SCRATCH_PAGES: usize = 64;
+/// Most pages one `Pager::move_chunk` call takes (one bit each in its result).
+pub const MOVE_CHUNK_PAGES: usize = 64;
 /// Zero-fill fault-around: pages filled per first-touch fault (when the following pages were
 /// never filled either).
 const ZERO_SRC_PAGES: usize = 16;
@@ -618,9 +620,9 @@ impl Pager {
         }
     }
 
-    /// A large `realloc`'s whole pages: moves the `n` pages (at most 64) at `src` to the
-    /// never-filled pages at `dst` instead of copying them, as glibc's realloc of an mmapped
-    /// chunk moves its pages with mremap. A resident page moves with `UFFDIO_MOVE` (atomic, so
+    /// A large `realloc`'s whole pages: moves the `n` pages (at most `MOVE_CHUNK_PAGES`) at
+    /// `src` to the never-filled pages at `dst` instead of copying them, as glibc's realloc of
+    /// an mmapped chunk moves its pages with mremap. A resident page moves with `UFFDIO_MOVE` (atomic, so
     /// a racing write is never lost: the program's realloc owns both blocks anyway), an evicted
     /// one only changes address in the books (its copy stays in the cache, unread), a
     /// never-filled one stays so. Without this the old block's pages stay charged beside the
@@ -629,7 +631,12 @@ impl Pager {
     /// no pager lock held (its accesses may fault). Nothing is done while a trace is recorded
     /// (its page events would miss the move).
     pub fn move_chunk(&self, src: usize, dst: usize, n: usize) -> u64 {
-        if n == 0 || n > 64 || self.rec.is_some() || src % PAGE != 0 || dst % PAGE != 0 {
+        if n == 0
+            || n > MOVE_CHUNK_PAGES
+            || self.rec.is_some()
+            || src % PAGE != 0
+            || dst % PAGE != 0
+        {
             return 0;
         }
         let len = n * PAGE;
@@ -651,7 +658,7 @@ impl Pager {
         let (js, jd) = (rs.index(src), rd.index(dst));
         // Claim: the destination page must be never filled (mimalloc's purged memory), the
         // source one resident and unpinned, evicted, or never filled. Both become BUSY (ours).
-        let mut saved = [0u64; 64];
+        let mut saved = [0u64; MOVE_CHUNK_PAGES];
         let (mut resident, mut evicted, mut done) = (0u64, 0u64, 0u64);
         for (k, saved_k) in saved.iter_mut().enumerate().take(n) {
             let wd = rd.state(jd + k);

@@ -257,11 +257,17 @@ impl Segment {
         true
     }
 
+    /// Raises the peaks to the current charge and pool. Called on every fault: a locked
+    /// read-modify-write on these shared lines only when a peak actually rises.
     pub fn note_peak(&self) {
-        let c = self.charged_pages().max(0) as u64;
-        self.peak_charged_pages.fetch_max(c, Relaxed);
-        let p = self.pool_pages.load(Relaxed).max(0) as u64;
-        self.peak_pool_pages.fetch_max(p, Relaxed);
+        let raise = |peak: &AtomicU64, v: i64| {
+            let v = v.max(0) as u64;
+            if v > peak.load(Relaxed) {
+                peak.fetch_max(v, Relaxed);
+            }
+        };
+        raise(&self.peak_charged_pages, self.charged_pages());
+        raise(&self.peak_pool_pages, self.pool_pages.load(Relaxed));
     }
 
     /// Adds `v` to the counter named `name` (claiming a free cell for a new name).

@@ -206,7 +206,8 @@ const MOVE_REALLOC_MIN: usize = 256 << 10;
 /// # Safety
 /// `p` is a live block of the managed heap.
 unsafe fn realloc_moving(p: *mut c_void, n: usize) -> Option<*mut c_void> {
-    const PAGE: usize = 4096;
+    use uzswap_pager::pager::MOVE_CHUNK_PAGES;
+    use uzswap_pager::region::PAGE;
     // SAFETY: p is a live mimalloc block (the caller's contract).
     let old = unsafe { mi_usable_size(p) };
     if n <= old || old < MOVE_REALLOC_MIN || sys::in_pager() {
@@ -234,7 +235,7 @@ unsafe fn realloc_moving(p: *mut c_void, n: usize) -> Option<*mut c_void> {
     unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
     let mut k = 0;
     while k < pages {
-        let c = (pages - k).min(64);
+        let c = (pages - k).min(MOVE_CHUNK_PAGES);
         let at = head + k * PAGE;
         // SAFETY: pointer arithmetic inside both blocks.
         let (s, d) = unsafe { (src.add(at), dst.add(at)) };
