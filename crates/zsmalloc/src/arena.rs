@@ -874,6 +874,12 @@ impl Arena {
                 // The pool just reached the size that starts prefaulting.
                 self.top_up_prefault(&mut g);
             }
+            // A cached or discarded run may be a retired open chunk's tail, never carved; it
+            // lies above the mark when the next chunk opened lower down (a prefaulted one from
+            // the huge-page region below the small-page one).
+            if let Some((f, _)) = got {
+                g.top = g.top.max(f as usize + n);
+            }
             got
         };
         self.release(out);
@@ -897,6 +903,9 @@ impl Arena {
                             break;
                         }
                     }
+                }
+                if let Some(f) = found {
+                    g.top = g.top.max(f as usize + n);
                 }
                 (found?, false)
             }
@@ -1105,6 +1114,20 @@ impl Arena {
         debug_assert!(off + len <= self.frames * PAGE_SIZE);
         // SAFETY: in bounds of the live mapping (caller contract), and the caller guarantees
         // no concurrent writes for the slice's lifetime.
+        unsafe { std::slice::from_raw_parts(self.base.add(off), len) }
+    }
+
+    /// Borrows `len` bytes at byte offset `off` for an optimistic read: other threads may
+    /// write them while the slice lives (a seqlock read; the reader validates afterwards and
+    /// discards what it read if anything changed).
+    ///
+    /// # Safety
+    /// `[off, off+len)` must lie in the reservation. The caller must not trust the contents,
+    /// nor rely on them staying the same between two reads, until it has validated them.
+    pub(crate) unsafe fn racy_bytes(&self, off: usize, len: usize) -> &[u8] {
+        debug_assert!(off + len <= self.frames * PAGE_SIZE);
+        // SAFETY: in bounds of the mapping, which stays mapped read-write (or, under Miri,
+        // allocated) for the arena's lifetime; see the caller contract for the contents.
         unsafe { std::slice::from_raw_parts(self.base.add(off), len) }
     }
 
