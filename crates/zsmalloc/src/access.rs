@@ -8,8 +8,8 @@ use std::ops::Deref;
 use std::sync::atomic::Ordering;
 
 use crate::handle::{
-    free_state, next_gen, state_gen, Entry, Handle, Loc, ALLOCATED, FREE_PENDING, MOVING,
-    READERS_MASK, WRITING,
+    bump_version, free_state, next_gen, state_gen, Entry, Handle, Loc, ALLOCATED, FREE_PENDING,
+    MOVING, READERS_MASK, WRITING,
 };
 use crate::pool::{backoff, Pool, SizeClass};
 use crate::Error;
@@ -185,6 +185,59 @@ impl Pool {
         })
     }
 
+    /// Reads object `h` without taking a reader count: `f` gets the object's payload as a
+    /// seqlock reader gets its data, and its result is returned only if the object was neither
+    /// freed, moved nor rewritten while `f` ran; otherwise `None` (also when the object is busy
+    /// or `h` is stale: then [`Pool::read`] says why). A read guard costs two locked
+    /// read-modify-writes of the object's state word, and the first waits for the word's cache
+    /// line; this costs two plain loads, so a load's decompression starts while that line is
+    /// still on its way (BENCHMARKS.md section 1).
+    ///
+    /// `f` must treat the bytes as untrusted: while it runs they may be rewritten by the next
+    /// object in the slot (a safe decoder only fails or produces a wrong page, which the failed
+    /// check then discards). The bytes are never unmapped memory: the arena's reservation
+    /// stays mapped read-write for the pool's lifetime, and a returned frame reads as zeros.
+    #[inline]
+    pub fn read_optimistic<R>(&self, h: Handle, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        // Miri reports the overlapping write the check exists to detect: it checks the
+        // guarded path only.
+        if cfg!(miri) {
+            return None;
+        }
+        let (class, entry) = self.resolve(h).ok()?;
+        let before = Self::optimistic_begin(entry, h.generation())?;
+        let loc = Loc::unpack(entry.loc.load(Ordering::Relaxed));
+        // SAFETY: the payload lies inside the arena's reservation, which is mapped read-write
+        // for the pool's lifetime (`loc` was read after an acquire load that saw the object
+        // live; a location is only ever set to a slot of a zspage in the arena). Concurrent
+        // writes are possible and are detected by `optimistic_valid`.
+        let bytes = unsafe {
+            self.arena
+                .racy_bytes(class.payload_off(loc), class.capacity())
+        };
+        let r = f(bytes);
+        Self::optimistic_valid(entry, before).then_some(r)
+    }
+
+    /// The optimistic read's first look at the state word: the word if the object is live,
+    /// of generation `gen`, and not being moved, written or freed.
+    #[inline]
+    pub(crate) fn optimistic_begin(entry: &Entry, gen: u64) -> Option<u64> {
+        let s = entry.state.load(Ordering::Acquire);
+        let busy = FREE_PENDING | MOVING | WRITING;
+        (state_gen(s) == gen && s & ALLOCATED != 0 && s & busy == 0).then_some(s)
+    }
+
+    /// The optimistic read's check: the state word, readers aside, is still `before` (every
+    /// free advances the generation or sets `FREE_PENDING`, every move and write advances the
+    /// version). The acquire fence keeps the object's reads before this load.
+    #[inline]
+    pub(crate) fn optimistic_valid(entry: &Entry, before: u64) -> bool {
+        crate::sync::fence(Ordering::Acquire);
+        let s = entry.state.load(Ordering::Relaxed);
+        (s ^ before) & !READERS_MASK == 0
+    }
+
     /// Copies the first `buf.len()` payload bytes of the object into `buf`.
     pub fn read_into(&self, h: Handle, buf: &mut [u8]) -> Result<(), Error> {
         let r = self.read(h)?;
@@ -245,16 +298,25 @@ impl Pool {
                 break;
             }
         }
+        // An optimistic reader that sees any byte of this write must then see WRITING or the
+        // new version (a seqlock's writer side).
+        crate::sync::fence(Ordering::Release);
         let loc = Loc::unpack(entry.loc.load(Ordering::Relaxed));
         // SAFETY: WRITING excludes readers, other writers, moves and frees of this object.
         unsafe { self.arena.write(class.payload_off(loc), data) };
-        entry.state.fetch_and(!WRITING, Ordering::Release);
+        // While WRITING is set no other thread changes the state word (see `end_move`).
+        let s = entry.state.load(Ordering::Relaxed);
+        entry
+            .state
+            .store(bump_version(s) & !WRITING, Ordering::Release);
         Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use super::ObjHint;
     use crate::pool::tests_support::pool;
     use crate::{Error, Handle};
@@ -332,6 +394,67 @@ mod tests {
         drop(r);
         p.write(h, &[2u8; 64]).unwrap();
         assert_eq!(p.read(h).unwrap()[..64], [2u8; 64]);
+    }
+
+    #[test]
+    fn an_optimistic_read_passes_only_when_nothing_touched_its_object() {
+        if cfg!(miri) {
+            return; // read_optimistic always declines under Miri
+        }
+        let p = pool(8);
+        let h = p.alloc_write(&[3u8; 500]).unwrap();
+        assert_eq!(
+            p.read_optimistic(h, |b| b[..500].to_vec()),
+            Some(vec![3u8; 500])
+        );
+        // A read guard held meanwhile does not matter: readers change nothing.
+        let r = p.read(h).unwrap();
+        assert_eq!(p.read_optimistic(h, |b| b[0]), Some(3));
+        drop(r);
+        // A write during the read: refused, and the next read sees the new bytes.
+        assert_eq!(
+            p.read_optimistic(h, |_| p.write(h, &[4u8; 500]).unwrap()),
+            None
+        );
+        assert_eq!(p.read_optimistic(h, |b| b[499]), Some(4));
+        // A compaction move during the read: refused (the version advanced), though the
+        // object's bytes are the same at its new place. `h` and the last of 200 objects are
+        // alone in their zspages once the rest are freed, so compaction moves one of them.
+        let loc = |h: Handle| p.resolve(h).unwrap().1.loc.load(Ordering::Relaxed);
+        let others: Vec<Handle> = (0..200)
+            .map(|_| p.alloc_write(&[9u8; 500]).unwrap())
+            .collect();
+        for o in &others[..199] {
+            p.free(*o).unwrap();
+        }
+        let (h_at, last_at) = (loc(h), loc(others[199]));
+        let read = p.read_optimistic(h, |b| {
+            let bytes = b[..500].to_vec();
+            assert!(p.compact() > 0);
+            bytes
+        });
+        assert!(
+            loc(h) != h_at || loc(others[199]) != last_at,
+            "nothing moved"
+        );
+        if loc(h) != h_at {
+            assert_eq!(read, None);
+        } else {
+            assert_eq!(read, Some(vec![4u8; 500]));
+        }
+        assert_eq!(
+            p.read_optimistic(h, |b| b[..500].to_vec()),
+            Some(vec![4u8; 500])
+        );
+        p.free(others[199]).unwrap();
+        // A free during the read: refused; a stale handle: refused before `f` runs.
+        assert_eq!(p.read_optimistic(h, |_| p.free(h).unwrap()), None);
+        assert_eq!(p.read_optimistic(h, |_| unreachable!()), None::<()>);
+        // Another object in the freed slot is never shown under the old handle.
+        let n = p.alloc_write(&[6u8; 500]).unwrap();
+        assert_eq!(p.read_optimistic(h, |_| unreachable!()), None::<()>);
+        assert_eq!(p.read_optimistic(n, |b| b[0]), Some(6));
+        p.check_invariants().unwrap();
     }
 
     #[test]

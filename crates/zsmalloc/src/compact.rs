@@ -6,7 +6,9 @@
 use std::sync::atomic::Ordering;
 
 use crate::fullness::{RATIO_10, RATIO_99};
-use crate::handle::{Entry, Loc, ALLOCATED, FREE_PENDING, MOVING, READERS_MASK, WRITING};
+use crate::handle::{
+    bump_version, Entry, Loc, ALLOCATED, FREE_PENDING, MOVING, READERS_MASK, WRITING,
+};
 use crate::pool::{backoff, Pool, SizeClass};
 
 impl Pool {
@@ -57,9 +59,25 @@ impl Pool {
                 .compare_exchange_weak(s, s | MOVING, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
+                // An optimistic reader that sees the new location or the copy must then see
+                // MOVING or the new version (a seqlock's writer side).
+                crate::sync::fence(Ordering::Release);
                 return true;
             }
         }
+    }
+
+    /// Ends a move claimed by [`Pool::begin_move`]: clears `MOVING` and advances the object's
+    /// version, so that an optimistic read that overlapped the move fails its check. While
+    /// `MOVING` is set no other thread changes the state word (readers, writers and frees wait
+    /// for it to clear, and every other transition is a compare-exchange from a state without
+    /// it), so a plain release store does.
+    pub(crate) fn end_move(entry: &Entry) {
+        let s = entry.state.load(Ordering::Relaxed);
+        debug_assert!(s & MOVING != 0 && s & READERS_MASK == 0);
+        entry
+            .state
+            .store(bump_version(s) & !MOVING, Ordering::Release);
     }
 
     fn compact_class(&self, class: &SizeClass) -> usize {
@@ -112,6 +130,8 @@ impl Pool {
                     obj_idx: new_idx,
                     frame: g.zspages[dst as usize].frame,
                 };
+                // As in `alloc`: for optimistic readers of the destination's previous object.
+                crate::sync::fence(Ordering::Release);
                 // SAFETY: MOVING excludes all access to the source payload; the destination
                 // slot was free (nobody references it) and we hold the class lock. Distinct
                 // slots never overlap.
@@ -123,7 +143,7 @@ impl Pool {
                     )
                 };
                 entry.loc.store(new.pack(), Ordering::Relaxed);
-                entry.state.fetch_and(!MOVING, Ordering::Release);
+                Self::end_move(entry);
                 g.obj_free(src, idx, &self.arena);
             }
             let dst_fg = g.group_of(dst);

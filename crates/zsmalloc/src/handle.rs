@@ -5,7 +5,7 @@
 //! the class's handle table, whose entries are two atomic words:
 //!
 //! ```text
-//! state: generation:24 (bits 40..64) | ALLOCATED | FREE_PENDING | MOVING | WRITING | readers:20
+//! state: generation:24 (bits 40..64) | version:16 | ALLOCATED | FREE_PENDING | MOVING | WRITING | readers:20
 //! loc:   zspage id:26 (bits 38..64) | obj_idx:12 (bits 26..38) | first frame of zspage:26
 //! ```
 //!
@@ -14,7 +14,10 @@
 //! a writer sets `WRITING`, the compactor sets `MOVING` (only when there are no readers),
 //! and a free bumps the generation (so stale handles fail) or, with readers present, sets
 //! `FREE_PENDING` and lets the last reader finish the free. `loc` changes only while `MOVING`
-//! is set (or before the object is published), under the class lock.
+//! is set (or before the object is published), under the class lock. `version` counts the
+//! completed moves and writes of the live object, so that an optimistic reader, which takes no
+//! reader count, can tell that nothing moved or rewrote the object during its read: the state
+//! word, readers aside, is then the same before and after (see `Pool::read_optimistic`).
 //!
 //! **Stale handles are detected for the pool's lifetime.** A slot's generations run from the
 //! table's first generation through all 2^24 - 1 non-zero values; when a free would bring a
@@ -80,6 +83,16 @@ pub(crate) const WRITING: u64 = 1 << 20;
 pub(crate) const MOVING: u64 = 1 << 21;
 pub(crate) const FREE_PENDING: u64 = 1 << 22;
 pub(crate) const ALLOCATED: u64 = 1 << 23;
+
+/// The version field (bits 24..40): bumped when a move or a write of the live object ends.
+pub(crate) const VERSION_SHIFT: u32 = 24;
+pub(crate) const VERSION_MASK: u64 = 0xffff << VERSION_SHIFT;
+
+/// `s` with its version advanced (wrapping within its 16 bits: an optimistic read would need
+/// 65536 moves or writes of its object to happen during it to be fooled).
+pub(crate) fn bump_version(s: u64) -> u64 {
+    (s & !VERSION_MASK) | (s.wrapping_add(1 << VERSION_SHIFT) & VERSION_MASK)
+}
 
 pub(crate) fn state_gen(s: u64) -> u64 {
     s >> GEN_SHIFT

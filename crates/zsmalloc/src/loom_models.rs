@@ -101,3 +101,65 @@ fn read_against_move() {
         reader.join().unwrap();
     });
 }
+
+/// An optimistic reader against a compaction move and the reuse of the old slot: a read that
+/// passes its check saw the object whole. The object's bytes are loom atomics here (loom has no
+/// racy plain read; the pool's read is a plain one), so the model checks the protocol's
+/// orderings: whatever the reader read, a passed check means it was 42.
+#[test]
+fn optimistic_read_against_move() {
+    loom::model(|| {
+        let entry = Arc::new(live_entry(0));
+        let slots = Arc::new([loom::sync::atomic::AtomicU64::new(42), Default::default()]);
+        let reader = {
+            let (entry, slots) = (entry.clone(), slots.clone());
+            thread::spawn(move || {
+                let Some(before) = Pool::optimistic_begin(&entry, GEN) else {
+                    return;
+                };
+                let at = entry.loc.load(Ordering::Relaxed) as usize;
+                let v = slots[at].load(Ordering::Relaxed);
+                if Pool::optimistic_valid(&entry, before) {
+                    assert_eq!(v, 42, "a passed optimistic read saw another object's bytes");
+                }
+            })
+        };
+        if Pool::begin_move(&entry) {
+            let v = slots[0].load(Ordering::Relaxed);
+            slots[1].store(v, Ordering::Relaxed);
+            entry.loc.store(1, Ordering::Relaxed);
+            Pool::end_move(&entry);
+            // The old slot is free now: the next object may be written there, after the
+            // release fence every writer of a slot issues (`alloc`, the compactor's copy).
+            loom::sync::atomic::fence(Ordering::Release);
+            slots[0].store(0xdead, Ordering::Relaxed);
+        }
+        reader.join().unwrap();
+    });
+}
+
+/// An optimistic reader against a free and the next object written into the slot.
+#[test]
+fn optimistic_read_against_free() {
+    loom::model(|| {
+        let entry = Arc::new(live_entry(0));
+        let bytes = Arc::new(loom::sync::atomic::AtomicU64::new(42));
+        let reader = {
+            let (entry, bytes) = (entry.clone(), bytes.clone());
+            thread::spawn(move || {
+                let Some(before) = Pool::optimistic_begin(&entry, GEN) else {
+                    return;
+                };
+                let v = bytes.load(Ordering::Relaxed);
+                if Pool::optimistic_valid(&entry, before) {
+                    assert_eq!(v, 42, "a passed optimistic read saw a freed object");
+                }
+            })
+        };
+        if let Some(_next) = Pool::free_state_word(&entry, GEN).unwrap() {
+            loom::sync::atomic::fence(Ordering::Release);
+            bytes.store(0xdead, Ordering::Relaxed);
+        }
+        reader.join().unwrap();
+    });
+}

@@ -283,6 +283,9 @@ impl Pool {
             .store((gen << GEN_SHIFT) | ALLOCATED | writing, Ordering::Release);
         drop(g);
         if let Some(d) = data {
+            // An optimistic reader of the slot's previous object that sees any of these bytes
+            // must then see that object's free or move (`Pool::read_optimistic`).
+            crate::sync::fence(Ordering::Release);
             // SAFETY: the slot was free until now and WRITING excludes readers, writers, frees
             // and moves; the payload lies within the slot of a live zspage.
             unsafe { self.arena.write(class.payload_off(loc), d) };

@@ -5,9 +5,9 @@
 //! from here; counters and the arena use std directly.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::AtomicU64;
+pub(crate) use loom::sync::atomic::{fence, AtomicU64};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::AtomicU64;
+pub(crate) use std::sync::atomic::{fence, AtomicU64};
 
 /// One step of waiting for another thread to clear a bit: spin first, then yield. Under loom,
 /// always a yield (a spin loop must let the model schedule the other thread).

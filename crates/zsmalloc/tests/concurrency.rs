@@ -101,6 +101,34 @@ fn threads_with_concurrent_compaction() {
         })
     };
 
+    // The optimistic reader: a read that passes its check shows one version of the object
+    // whole, never a mix and never a later object's bytes; one that overlapped a move, write or
+    // free reports None.
+    let optimist = {
+        let (pool, stop, published) = (pool.clone(), stop.clone(), published.clone());
+        thread::spawn(move || {
+            let (mut ok, mut refused) = (0u64, 0u64);
+            let mut rng = Lcg(11);
+            while !stop.load(Ordering::Relaxed) {
+                let pick = {
+                    let p = published.lock().unwrap();
+                    (!p.is_empty()).then(|| p[rng.next() as usize % p.len()])
+                };
+                let Some((h, len, seed)) = pick else { continue };
+                match pool.read_optimistic(h, |b| b[..len].to_vec()) {
+                    Some(got) => {
+                        if got != fill(len, seed | REWRITTEN) {
+                            verify(&got, len, seed);
+                        }
+                        ok += 1;
+                    }
+                    None => refused += 1,
+                }
+            }
+            (ok, refused)
+        })
+    };
+
     let handles: Vec<_> = (0..workers)
         .map(|t| {
             let (pool, published) = (pool.clone(), published.clone());
@@ -169,7 +197,14 @@ fn threads_with_concurrent_compaction() {
     stop.store(true, Ordering::Relaxed);
     let freed = compactor.join().unwrap();
     let (ok, stale) = reader.join().unwrap();
-    eprintln!("compaction freed {freed} pages; reader: {ok} verified reads, {stale} stale handles");
+    let (opt_ok, opt_refused) = optimist.join().unwrap();
+    eprintln!(
+        "compaction freed {freed} pages; reader: {ok} verified reads, {stale} stale handles; \
+         optimistic reader: {opt_ok} verified, {opt_refused} refused"
+    );
+    if !cfg!(miri) {
+        assert!(opt_ok > 0, "no optimistic read passed its check");
+    }
 
     pool.check_invariants().unwrap();
     for (h, len, seed) in &survivors {

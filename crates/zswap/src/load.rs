@@ -78,10 +78,19 @@ impl Inner {
                     e,
                 )));
             };
+            // Optimistically first (no reader count); a read that overlapped a move or free,
+            // or failed, is done again under a read guard, which also gathers the error.
+            let len = e.length as usize;
+            if let Some(Ok(())) = pool
+                .zs
+                .read_optimistic(h, |obj| Self::decompress_object(pool, obj, len, page))
+            {
+                return KeptRead::Done(Ok(()));
+            }
             let Ok(obj) = pool.zs.read(h) else {
                 return KeptRead::Gone;
             };
-            match Self::decompress_object(pool, &obj, e.length as usize, page) {
+            match Self::decompress_object(pool, &obj, len, page) {
                 Ok(()) => KeptRead::Done(Ok(())),
                 Err(fail) => {
                     drop(obj);
@@ -127,10 +136,18 @@ impl Inner {
         let Some(h) = Handle::from_raw(e.handle) else {
             return Err(DecompressFail::Stale);
         };
+        let len = e.length as usize;
+        // As in `read_kept_entry`: optimistically, then under a read guard.
+        if let Some(Ok(())) = pool
+            .zs
+            .read_optimistic(h, |obj| Self::decompress_object(pool, obj, len, page))
+        {
+            return Ok(());
+        }
         let Ok(obj) = pool.zs.read(h) else {
             return Err(DecompressFail::Stale);
         };
-        Self::decompress_object(pool, &obj, e.length as usize, page)
+        Self::decompress_object(pool, &obj, len, page)
     }
 
     /// Start the cache misses on entry `e`'s object now, from the location its store recorded,
