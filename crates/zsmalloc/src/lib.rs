@@ -46,8 +46,11 @@
 //! **Handles** (`handle.rs`): `generation:24 | class index:8 | slot:32`. Each class has its own
 //! table of entries `{state, loc}`; `state` carries the generation (stale handles fail with
 //! [`Error::InvalidHandle`] for the pool's lifetime: a slot is retired before its generation
-//! wraps) and a per-object reader count / writer / mover / free-pending bits; `loc` is where
-//! the object lives now. Compaction rewrites `loc`, never the handle.
+//! wraps), a per-object reader count / writer / mover / free-pending bits and a version that
+//! every move and write advances; `loc` is where the object lives now. Compaction rewrites
+//! `loc`, never the handle. Besides read guards ([`Pool::read`]) there are optimistic reads
+//! ([`Pool::read_optimistic`]): no reader count, the state word checked after the read, as a
+//! seqlock reader checks its sequence.
 //!
 //! **Locks**: one `Mutex<ClassInner>` per class (fullness lists, zspage free lists, slot
 //! headers, counters, handle-slot free list) and the arena's mutex (free-run lists), never

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 //! The load path (`zswap_load`). A load that keeps the entry copies it under the shard lock and
-//! decompresses straight into the caller's page with the lock dropped and the object pinned
-//! by its zsmalloc read guard (one critical section); an exclusive load marks the slot
+//! decompresses straight into the caller's page with the lock dropped, reading the object
+//! optimistically (zsmalloc's `read_optimistic`, checked afterwards) or, if that fails, pinned
+//! by a read guard (one critical section); an exclusive load marks the slot
 //! `LOADING` for the decompression and drops the entry after it; a slot on disk is read from
 //! the backing store the same way. Sequential runs prefetch the next loads' objects.
 
@@ -59,12 +60,13 @@ enum KeptRead {
 
 impl Inner {
     /// A non-exclusive load's read of entry `e`, copied under the shard lock that is now
-    /// dropped. No `LOADING` mark and no second critical section: the object is pinned by its
-    /// read guard, whose generation check fails if the entry was freed meanwhile (then the
-    /// caller looks again), and the pool outlives the read because this thread's pool snapshot
-    /// holds it. A free or writeback of the entry during the read waits for nothing: zsmalloc
-    /// defers the object's free to the guard's drop, and the page read is the one the slot held
-    /// when the guard was taken.
+    /// dropped. No `LOADING` mark and no second critical section: the object is read
+    /// optimistically, a read that a free or move overlapped is discarded, and then it is
+    /// pinned by a read guard, whose generation check fails if the entry was freed meanwhile
+    /// (then the caller looks again); the pool outlives the read because this thread's pool
+    /// snapshot holds it. A free or writeback of the entry during the read waits for nothing:
+    /// zsmalloc defers the object's free to the guard's drop, and the page read is the one the
+    /// slot held when the read began.
     fn read_kept_entry(&self, slot: SwapSlot, e: &Entry, page: &mut [u8]) -> KeptRead {
         self.pools.with_snapshot(|s| {
             let Some(pool) = s.all.iter().find(|p| p.id == e.pool) else {
