@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # The loom models of the lock-free protocols, each a small bounded model:
-#   zsmalloc  per-object state word: read against free, read against a compaction move
+#   zsmalloc  per-object state word: read against free, read against a compaction move, and the
+#             same two for optimistic reads (the version check)
 #   zswap     pool references (tryget against kill), the slot's LOADING / WRITEBACK hand-off,
 #             the striped counters (stripe ownership hand-over)
 #   backing   the swap area's cluster bits (slot allocation against allocation and free)
