@@ -1532,6 +1532,46 @@ mod tests {
     }
 
     #[test]
+    fn every_run_handed_out_lies_below_the_high_water_mark() {
+        // Prefaulted huge-page chunks lie below the small-page region, so a small chunk's
+        // tail, retired when a prefaulted chunk opens, lies above every frame carved since;
+        // handing it out from the free runs must still raise the mark.
+        let policy = MemoryPolicy {
+            transparent_huge_pages: true,
+            prefault_chunks: 2,
+            ..MemoryPolicy::default()
+        };
+        let a = Arena::with_policy(if cfg!(miri) { 1024 } else { 8192 }, policy).unwrap();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut live: Vec<(u32, usize)> = Vec::new();
+        for _ in 0..if cfg!(miri) { 300 } else { 20_000 } {
+            if live.is_empty() || next() % 3 != 0 {
+                let n = 1 + (next() % 16) as usize;
+                let Some(f) = a.alloc_run(n) else {
+                    continue;
+                };
+                assert!(
+                    f as usize + n <= a.top_frames(),
+                    "run {f}+{n} above the mark"
+                );
+                live.push((f, n));
+            } else {
+                let (f, n) = live.swap_remove((next() % live.len() as u64) as usize);
+                a.free_run(f, n);
+            }
+        }
+        for (f, n) in live {
+            a.free_run(f, n);
+        }
+    }
+
+    #[test]
     fn freed_run_reads_back_as_zeros() {
         let a = Arena::new(8).unwrap();
         let r = a.alloc_run(2).unwrap() as usize;
