@@ -45,10 +45,18 @@ impl Lcg {
     }
 }
 
+type Published = Mutex<Vec<(Handle, usize, u64)>>;
+
+/// A random published object: (handle, length, seed).
+fn pick(published: &Published, rng: &mut Lcg) -> Option<(Handle, usize, u64)> {
+    let p = published.lock().unwrap();
+    (!p.is_empty()).then(|| p[rng.next() as usize % p.len()])
+}
+
 #[test]
 fn threads_with_concurrent_compaction() {
     let pool = Arc::new(Pool::new(PoolConfig::default()).unwrap());
-    let published: Arc<Mutex<Vec<(Handle, usize, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+    let published: Arc<Published> = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let workers = 3;
     let rounds = if cfg!(miri) {
@@ -76,15 +84,9 @@ fn threads_with_concurrent_compaction() {
             let (mut ok, mut stale) = (0u64, 0u64);
             let mut rng = Lcg(7);
             while !stop.load(Ordering::Relaxed) {
-                let pick = {
-                    let p = published.lock().unwrap();
-                    if p.is_empty() {
-                        None
-                    } else {
-                        Some(p[rng.next() as usize % p.len()])
-                    }
+                let Some((h, len, seed)) = pick(&published, &mut rng) else {
+                    continue;
                 };
-                let Some((h, len, seed)) = pick else { continue };
                 match pool.read(h) {
                     Ok(r) => {
                         // A published object may have been rewritten since (never torn).
@@ -110,11 +112,9 @@ fn threads_with_concurrent_compaction() {
             let (mut ok, mut refused) = (0u64, 0u64);
             let mut rng = Lcg(11);
             while !stop.load(Ordering::Relaxed) {
-                let pick = {
-                    let p = published.lock().unwrap();
-                    (!p.is_empty()).then(|| p[rng.next() as usize % p.len()])
+                let Some((h, len, seed)) = pick(&published, &mut rng) else {
+                    continue;
                 };
-                let Some((h, len, seed)) = pick else { continue };
                 match pool.read_optimistic(h, |b| b[..len].to_vec()) {
                     Some(got) => {
                         if got != fill(len, seed | REWRITTEN) {
