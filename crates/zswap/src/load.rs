@@ -80,13 +80,8 @@ impl Inner {
                     e,
                 )));
             };
-            // Optimistically first (no reader count); a read that overlapped a move or free,
-            // or failed, is done again under a read guard, which also gathers the error.
             let len = e.length as usize;
-            if let Some(Ok(())) = pool
-                .zs
-                .read_optimistic(h, |obj| Self::decompress_object(pool, obj, len, page))
-            {
+            if Self::decompress_optimistic(pool, h, len, page) {
                 return KeptRead::Done(Ok(()));
             }
             let Ok(obj) = pool.zs.read(h) else {
@@ -100,6 +95,17 @@ impl Inner {
                 }
             }
         })
+    }
+
+    /// Decompress object `h` into `page` through an optimistic read (no reader count). False
+    /// if that read overlapped a move or free of the object, or failed: the caller then reads
+    /// it again under a read guard, which also gathers the error.
+    #[inline]
+    fn decompress_optimistic(pool: &ZswapPool, h: Handle, len: usize, page: &mut [u8]) -> bool {
+        let read = pool
+            .zs
+            .read_optimistic(h, |obj| Self::decompress_object(pool, obj, len, page));
+        matches!(read, Some(Ok(())))
     }
 
     /// Decompress (or copy, when stored as-is) the first `len` bytes of `obj` into `page`.
@@ -139,11 +145,7 @@ impl Inner {
             return Err(DecompressFail::Stale);
         };
         let len = e.length as usize;
-        // As in `read_kept_entry`: optimistically, then under a read guard.
-        if let Some(Ok(())) = pool
-            .zs
-            .read_optimistic(h, |obj| Self::decompress_object(pool, obj, len, page))
-        {
+        if Self::decompress_optimistic(pool, h, len, page) {
             return Ok(());
         }
         let Ok(obj) = pool.zs.read(h) else {
