@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
-//! uzswap-mm: the reclaim engine shared by `uzswap replay` and the pager (`uzswap run`). It
-//! decides, as Linux 6.18 does for anonymous memory in a memory-limited cgroup (classic LRU, not
-//! MGLRU), which page leaves memory, when, and what the swap layer does on the way out and in.
-//! The *front* (replay's simulated page table, the pager's real regions) supplies the accesses
-//! and performs the data movement (store in the cache, write to the swap device, load back),
-//! so the same policy drives both.
+//! uzswap-mm: the reclaim engine of `uzswap replay`. It decides, as Linux 6.18 does for
+//! anonymous memory in a memory-limited cgroup (classic LRU, not MGLRU), which page leaves
+//! memory, when, and what the swap layer does on the way out and in. The *front* (replay's
+//! simulated page table) supplies the accesses and performs the data movement (store in the
+//! cache, write to the swap device, load back) through the `Front` trait. The pager of
+//! `uzswap run` keeps its own engine (per-page atomics on every faulting thread, where this one
+//! is single-threaded and told of every access; docs/pager.md, "Victim selection"); the traces
+//! it records with `--record-trace` replay through this one.
 //!
 //! **Owns**
 //! - page identities ([`PageId`]) and their state: resident or not, mapped, active/inactive,
@@ -27,7 +29,7 @@
 //!   with the kernel's window and its hit accounting (readahead pages from zswap count zswpin
 //!   and, unused, cost another zswpout).
 //!
-//! **API** (single-threaded: one `Mm` per replay or per pager instance, behind the front's lock)
+//! **API** (single-threaded: one `Mm` per replay, behind the front's lock)
 //! - `Mm::new(Config)`; `create_cgroup(parent)`, `remove_cgroup`, `set_limit(cg, pages)`,
 //!   `reclaim(cg, pages)` (memory.reclaim), `charge_kernel`/`uncharge_kernel` (non-LRU memory);
 //! - `new_page(cg) -> PageId`: a page of `cg`'s address space, not yet present;
