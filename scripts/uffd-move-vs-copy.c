@@ -38,7 +38,7 @@ static void h(int sig, siginfo_t *si, void *uc) {
     char *a = (char *)((uintptr_t)si->si_addr & ~(uintptr_t)(PG-1));
     if (mode == 0) {
         char buf[PG] __attribute__((aligned(64)));
-        memcpy(buf, src + ((uintptr_t)a / PG % 64) * 64, PG - 64*64 > 0 ? PG : PG);
+        memcpy(buf, src + ((uintptr_t)a / PG % 64) * 64, PG);
         struct uffdio_copy c = { .dst = (uintptr_t)a, .src = (uintptr_t)buf, .len = PG };
         if (ioctl(uffd, UFFDIO_COPY, &c)) { perror("copy"); _exit(1); }
     } else {
