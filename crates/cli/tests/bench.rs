@@ -121,6 +121,16 @@ fn assert_contract(j: &Value, pages: u64, compressor: &str, threads: u64) {
             "load_overhead_ns.{k}"
         );
     }
+    // The memory-latency reference measured in the same runs, and the overhead in its units.
+    let lat = j["memory_latency_ns"].as_f64().unwrap_or(0.0);
+    assert!(lat.is_finite() && lat > 0.0, "memory_latency_ns = {lat}");
+    for k in ["slot_order", "random_order"] {
+        let v = j["load_overhead_memory_latencies"][k].as_f64();
+        assert!(
+            v.is_some_and(f64::is_finite),
+            "load_overhead_memory_latencies.{k}"
+        );
+    }
     for k in ["store_cold_pages_per_s", "raw_compress_pages_per_s"] {
         let v = j["first_run"][k].as_f64().unwrap_or(0.0);
         assert!(v.is_finite() && v > 0.0, "first_run.{k} = {v}");

@@ -18,7 +18,9 @@
 //! prepared before the clock starts. `threads_per_side` in the JSON says who used how many.
 //!
 //! Beside the ratios, the JSON gives the cache's own cost per load in nanoseconds
-//! (`load_overhead_ns`: load minus raw decompression, per order) and the warm-up run's cold
+//! (`load_overhead_ns`: load minus raw decompression, per order), the time of one dependent
+//! memory read measured in the same runs (`memory_latency_ns`) and the overhead in those units
+//! (`load_overhead_memory_latencies`), and the warm-up run's cold
 //! pair (`first_run`: the only empty-cache store whose memory comes from the OS rather than
 //! from a pool this process freed a moment ago). `--scaling` measures something else: every
 //! operation on one thread and on N, against the raw codec's scaling (`scaling`).
@@ -148,6 +150,7 @@ fn run_scaling(
             ..params
         },
         use_swap_out: false,
+        chase: None,
     };
     let cache = bench.cache()?;
     let mut runs = Vec::with_capacity(args.runs);
@@ -219,6 +222,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return run_scaling(&args, &pages, &comp, params);
     }
     let mut kernel = kernel::claim_kernel(&args)?;
+    let chase = phases::PointerChase::new();
     let bench = phases::Bench {
         args: &args,
         pages: &pages,
@@ -228,6 +232,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         swap_dir: args.swap_dir.clone().unwrap_or_else(std::env::temp_dir),
         params,
         use_swap_out,
+        chase: Some(&chase),
     };
     let mut zram_buffers = kernel.is_ok().then(|| phases::ZramBuffers::new(&pages));
 

@@ -72,6 +72,9 @@ pub(super) struct RunResult {
     /// Load in the bench's fixed random order.
     pub(super) load_random: Phase,
     pub(super) raw_decompress_random: Phase,
+    /// One dependent memory read, right after the random-order pair (`PointerChase`; NaN when
+    /// not measured).
+    pub(super) memory_latency_ns: f64,
     pub(super) invalidate: Phase,
     /// `None` when the kernel comparison is skipped.
     pub(super) zram: Option<ZramPhases>,
@@ -133,6 +136,8 @@ pub(super) struct Bench<'a> {
     pub(super) swap_dir: PathBuf,
     pub(super) params: Params,
     pub(super) use_swap_out: bool,
+    /// The memory-latency reference (`None`: not measured, as in `--scaling`).
+    pub(super) chase: Option<&'a PointerChase>,
 }
 
 /// What the threads of a store phase saw.
@@ -147,23 +152,80 @@ struct LoadOutcomes {
     errors: usize,
 }
 
-/// A permutation of `0..n` from a fixed seed (splitmix64 driving Fisher-Yates), the same in
-/// every run and invocation.
-pub(super) fn random_order(n: usize) -> Vec<usize> {
-    let mut state = 0x9E37_79B9_7F4A_7C15u64;
-    let mut next = move || {
+/// splitmix64 from `seed`: the bench's fixed pseudo-random stream.
+fn splitmix(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = state;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
-    };
+    }
+}
+
+/// A permutation of `0..n` from a fixed seed (splitmix64 driving Fisher-Yates), the same in
+/// every run and invocation.
+pub(super) fn random_order(n: usize) -> Vec<usize> {
+    let mut next = splitmix(0x9E37_79B9_7F4A_7C15);
     let mut v: Vec<usize> = (0..n).collect();
     for i in (1..n).rev() {
         let j = (next() % (i as u64 + 1)) as usize;
         v.swap(i, j);
     }
     v
+}
+
+/// Bytes the pointer chase walks: twice this machine class's last-level cache (32 MiB), so
+/// nearly every step misses it, as a random-order load's first access does.
+const CHASE_BYTES: usize = 64 << 20;
+/// u64 words per 64-byte line; the chase reads the first word of each line.
+const LINE_WORDS: usize = 8;
+/// Steps timed per run (about 20 ms at 100 ns a step).
+const CHASE_STEPS: usize = 200_000;
+
+/// The reference for the cost of a load in random order: the time of one dependent memory
+/// read, a pointer chase along one random cycle through the 64-byte lines of a buffer larger
+/// than the last-level cache, timed in every run right after the random-order pair. A load in
+/// random order waits on one such miss (its slot's index line) before it can start the misses
+/// the raw decompressor also has (the handle entry's address comes out of the index entry),
+/// so its overhead in ns follows this machine's memory latency, which on a shared host moves
+/// with the neighbours' load; the report gives the overhead in these units too. The buffer is
+/// on 4 KiB pages, as the cache's index is, so a step also pays a TLB miss as that read does.
+pub(super) struct PointerChase {
+    next: Vec<u64>,
+}
+
+impl PointerChase {
+    pub(super) fn new() -> PointerChase {
+        PointerChase::with_lines(CHASE_BYTES / 64)
+    }
+
+    fn with_lines(lines: usize) -> PointerChase {
+        // Sattolo's shuffle: a single cycle through every line, from a fixed seed.
+        let mut perm: Vec<u32> = (0..lines as u32).collect();
+        let mut rng = splitmix(0x2545_F491_4F6C_DD1D);
+        for i in (1..lines).rev() {
+            let j = (rng() % i as u64) as usize;
+            perm.swap(i, j);
+        }
+        let mut next = vec![0u64; lines * LINE_WORDS];
+        for (i, &p) in perm.iter().enumerate() {
+            next[i * LINE_WORDS] = u64::from(p);
+        }
+        PointerChase { next }
+    }
+
+    /// Nanoseconds per step of `CHASE_STEPS` dependent reads.
+    pub(super) fn measure(&self) -> f64 {
+        let mut i = 0usize;
+        let t = std::time::Instant::now();
+        for _ in 0..CHASE_STEPS {
+            i = self.next[i * LINE_WORDS] as usize;
+        }
+        let ns = t.elapsed().as_nanos() as f64 / CHASE_STEPS as f64;
+        std::hint::black_box(i);
+        ns
+    }
 }
 
 impl Bench<'_> {
@@ -391,6 +453,7 @@ impl Bench<'_> {
         r.verified = r.mismatched_pages == 0 && r.load_errors == 0;
         dest.fill(0x5A);
         r.raw_decompress_random = Phase::of(self.raw_decompress_all(&mut dest, order)?, n);
+        r.memory_latency_ns = self.chase.map_or(f64::NAN, PointerChase::measure);
 
         // zram read into the aligned destination (touched by the fill), then verify.
         if let Some((k, bufs)) = zram {
@@ -418,6 +481,22 @@ impl Bench<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pointer_chase_is_one_cycle_through_every_line() {
+        let lines = 4096;
+        let c = PointerChase::with_lines(lines);
+        let mut seen = vec![false; lines];
+        let mut i = 0usize;
+        for _ in 0..lines {
+            assert!(!seen[i], "line {i} visited twice");
+            seen[i] = true;
+            i = c.next[i * LINE_WORDS] as usize;
+        }
+        assert_eq!(i, 0, "the walk returns to its start after every line");
+        assert!(seen.iter().all(|&s| s));
+        assert!(c.measure() > 0.0);
+    }
 
     #[test]
     fn random_order_is_a_fixed_permutation() {

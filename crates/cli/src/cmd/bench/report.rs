@@ -143,6 +143,24 @@ impl Report {
             "slot_order": overhead(&load, &rd),
             "random_order": overhead(&load_random, &rd_random),
         });
+        // The same per run in units of that run's memory latency (one dependent read that
+        // misses the last-level cache), median over runs: what a random-order load's overhead
+        // is made of, whatever the host's memory latency was at the time.
+        let lat = col(runs, |r| r.memory_latency_ns);
+        let in_latencies = |a: &[f64], b: &[f64]| {
+            median(
+                &a.iter()
+                    .zip(b)
+                    .zip(&lat)
+                    .map(|((x, y), l)| (1e9 / x - 1e9 / y) / l)
+                    .collect::<Vec<_>>(),
+            )
+        };
+        j["memory_latency_ns"] = json!(median(&lat));
+        j["load_overhead_memory_latencies"] = json!({
+            "slot_order": in_latencies(&load, &rd),
+            "random_order": in_latencies(&load_random, &rd_random),
+        });
         // The warm-up run's empty-cache store is the only one into a cache created in a fresh
         // process: its memory comes from the OS, not from a pool freed a moment ago.
         j["first_run"] = json!({
@@ -476,6 +494,17 @@ impl Report {
                 "  (zram is written and read by one thread; its ratios compare {threads} threads with it)"
             );
         }
+        let _ = writeln!(
+            s,
+            "  per load over the raw decompressor: {:.0} ns in slot order, {:.0} ns in random order;\n   \
+             one dependent memory read took {:.0} ns in the same runs ({:.2} of them in random order)",
+            j["load_overhead_ns"]["slot_order"].as_f64().unwrap_or(f64::NAN),
+            j["load_overhead_ns"]["random_order"].as_f64().unwrap_or(f64::NAN),
+            f("memory_latency_ns"),
+            j["load_overhead_memory_latencies"]["random_order"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
+        );
         let _ = writeln!(s);
         let _ = writeln!(
             s,
