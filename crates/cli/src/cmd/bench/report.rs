@@ -130,36 +130,24 @@ impl Report {
             "load_random_vs_raw_decompress_random": paired_median(&load_random, &rd_random),
         });
         // The cache's own cost per load: load time minus raw decompression time per page, per
-        // run (the two ran back to back), median over runs.
-        let overhead = |a: &[f64], b: &[f64]| {
-            median(
-                &a.iter()
-                    .zip(b)
-                    .map(|(x, y)| 1e9 / x - 1e9 / y)
-                    .collect::<Vec<_>>(),
-            )
+        // run (the two ran back to back), median over runs; and the same per run in units of
+        // that run's memory latency (one dependent read that misses the last-level cache): what
+        // a random-order load's overhead is made of, whatever the host's latency was then.
+        let per_run = |a: &[f64], b: &[f64]| -> Vec<f64> {
+            a.iter().zip(b).map(|(x, y)| 1e9 / x - 1e9 / y).collect()
         };
-        j["load_overhead_ns"] = json!({
-            "slot_order": overhead(&load, &rd),
-            "random_order": overhead(&load_random, &rd_random),
-        });
-        // The same per run in units of that run's memory latency (one dependent read that
-        // misses the last-level cache), median over runs: what a random-order load's overhead
-        // is made of, whatever the host's memory latency was at the time.
+        let (slot, random) = (per_run(&load, &rd), per_run(&load_random, &rd_random));
         let lat = col(runs, |r| r.memory_latency_ns);
-        let in_latencies = |a: &[f64], b: &[f64]| {
-            median(
-                &a.iter()
-                    .zip(b)
-                    .zip(&lat)
-                    .map(|((x, y), l)| (1e9 / x - 1e9 / y) / l)
-                    .collect::<Vec<_>>(),
-            )
-        };
+        let in_latencies =
+            |d: &[f64]| median(&d.iter().zip(&lat).map(|(d, l)| d / l).collect::<Vec<_>>());
+        j["load_overhead_ns"] = json!({
+            "slot_order": median(&slot),
+            "random_order": median(&random),
+        });
         j["memory_latency_ns"] = json!(median(&lat));
         j["load_overhead_memory_latencies"] = json!({
-            "slot_order": in_latencies(&load, &rd),
-            "random_order": in_latencies(&load_random, &rd_random),
+            "slot_order": in_latencies(&slot),
+            "random_order": in_latencies(&random),
         });
         // The warm-up run's empty-cache store is the only one into a cache created in a fresh
         // process: its memory comes from the OS, not from a pool freed a moment ago.
