@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+//! Where a load's time over the raw decompressor goes, on real memory, with the host's noise
+//! paired away: the corpus is walked in blocks of `BLOCK` pages, and each block is decompressed
+//! three ways in turn, each into its own pre-touched destination:
+//!
+//! - **raw**: from one contiguous buffer of compressed pages (what `uzswap bench` compares
+//!   against);
+//! - **scattered**: from a copy laid out as zsmalloc lays it out (objects grouped by size
+//!   class, slot order inside a class), so consecutive slots sit in different places: what the
+//!   pool's layout alone costs the decoder;
+//! - **load**: through the cache (`Zswap::load`, kept, in slot order).
+//!
+//! It prints the quartiles over all blocks of each block's per-page difference to raw. The
+//! difference load - scattered is the cache's own work per load (index, entry, handle, pool,
+//! counters) and the misses that work takes; scattered - raw is the layout's.
+//!
+//! `cargo run --release -p uzswap-zswap --example load_overhead -- FILE.pages [PAGES] [ROUNDS]
+//! [BLOCK]` (a page file from `uzswap capture`; lz4; PAGES 16384, ROUNDS 5, BLOCK 512). A small
+//! PAGES (32) and BLOCK (32) keep everything in cache and give the fixed cost per load.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Instant;
+
+use uzswap_backing::{SwapFile, SwapSlot};
+use uzswap_compress::{compress, decompress, Algorithm, MAX_COMPRESSED_LEN};
+use uzswap_zswap::{CgroupId, Params, Zswap, PAGE_SIZE};
+
+fn arg(args: &[String], i: usize, default: usize) -> usize {
+    args.get(i).and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Lower quartile, median and upper quartile.
+fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 4], v[v.len() / 2], v[v.len() * 3 / 4])
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(path) = args.get(1) else {
+        eprintln!("usage: load_overhead FILE.pages [PAGES] [ROUNDS] [BLOCK]");
+        std::process::exit(2);
+    };
+    let corpus = uzswap_corpus::read_page_file(path).unwrap_or_else(|e| {
+        eprintln!("load_overhead: {path}: {e}");
+        std::process::exit(1);
+    });
+    // Zero pages take no pool memory and no decompression: leave them out.
+    let pages: Vec<&[u8]> = corpus
+        .iter()
+        .filter(|p| p.iter().any(|&b| b != 0))
+        .take(arg(&args, 2, 16384))
+        .collect();
+    let (n, rounds, block) = (pages.len(), arg(&args, 3, 5), arg(&args, 4, 512).max(1));
+    let alg = Algorithm::Lz4;
+
+    let mut buf = vec![0u8; MAX_COMPRESSED_LEN];
+    let mut raw = Vec::new();
+    let mut spans = Vec::with_capacity(n);
+    for p in &pages {
+        let len = compress(alg, p, &mut buf).expect("lz4 compresses any page");
+        spans.push((raw.len(), len));
+        raw.extend_from_slice(&buf[..len]);
+    }
+    // zsmalloc's layout: 16-byte size classes, each class's objects together in slot order.
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&k| (spans[k].1.div_ceil(16), k));
+    let mut scattered = vec![0u8; order.iter().map(|&k| spans[k].1.div_ceil(16) * 16).sum()];
+    let mut scattered_spans = vec![(0, 0); n];
+    let mut off = 0;
+    for &k in &order {
+        let (o, len) = spans[k];
+        scattered[off..off + len].copy_from_slice(&raw[o..o + len]);
+        scattered_spans[k] = (off, len);
+        off += len.div_ceil(16) * 16;
+    }
+
+    let dir = std::env::temp_dir();
+    let swap = Arc::new(SwapFile::create_temp(&dir, 0, n as u64).expect("swap file"));
+    let z = Zswap::new(Params {
+        compressor: alg,
+        total_memory_bytes: 1 << 40,
+        ..Params::default()
+    })
+    .expect("cache");
+    z.add_swap_file(swap).expect("swap area");
+    for (i, p) in pages.iter().enumerate() {
+        z.store(SwapSlot::new(0, i as u64), p, CgroupId::ROOT);
+    }
+
+    let mut dest: Vec<Vec<u8>> = (0..3).map(|i| vec![i as u8 + 1; n * PAGE_SIZE]).collect();
+    let (mut over_scattered, mut over_load, mut raw_ns) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for start in (0..n).step_by(block) {
+            let range = start..(start + block).min(n);
+            let per_page = range.len() as f64;
+            let time = |d: &mut Vec<u8>, src: &[u8], spans: &[(usize, usize)]| {
+                let t = Instant::now();
+                for k in range.clone() {
+                    let (o, len) = spans[k];
+                    let page = &mut d[k * PAGE_SIZE..(k + 1) * PAGE_SIZE];
+                    black_box(decompress(alg, &src[o..o + len], page).expect("decodes"));
+                }
+                t.elapsed().as_nanos() as f64 / per_page
+            };
+            let r = time(&mut dest[0], &raw, &spans);
+            let s = time(&mut dest[1], &scattered, &scattered_spans);
+            let t = Instant::now();
+            for k in range.clone() {
+                let page = &mut dest[2][k * PAGE_SIZE..(k + 1) * PAGE_SIZE];
+                black_box(
+                    z.load(SwapSlot::new(0, k as u64), page, false)
+                        .expect("loads"),
+                );
+            }
+            let l = t.elapsed().as_nanos() as f64 / per_page;
+            raw_ns.push(r);
+            over_scattered.push(s - r);
+            over_load.push(l - r);
+        }
+    }
+    for (k, p) in pages.iter().enumerate() {
+        assert_eq!(
+            &dest[2][k * PAGE_SIZE..(k + 1) * PAGE_SIZE],
+            *p,
+            "page {k} read back"
+        );
+    }
+    let q = |v: &mut Vec<f64>| {
+        let (a, b, c) = quartiles(v);
+        format!("{b:.0} ns ({a:.0}..{c:.0})")
+    };
+    println!(
+        "{n} pages, {} blocks of {block}: raw lz4 decompress {} per page",
+        raw_ns.len(),
+        q(&mut raw_ns)
+    );
+    println!("  scattered - raw: {}", q(&mut over_scattered));
+    println!("  load - raw:      {}", q(&mut over_load));
+}
