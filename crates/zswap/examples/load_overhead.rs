@@ -7,7 +7,8 @@
 //!   against);
 //! - **scattered**: from a copy laid out as zsmalloc lays it out (objects grouped by size
 //!   class, slot order inside a class), so consecutive slots sit in different places: what the
-//!   pool's layout alone costs the decoder;
+//!   pool's layout alone costs the decoder (an upper bound: this copy is ordinary heap memory
+//!   on 4 KiB pages, so its share includes TLB misses that the pool, on THP, does not pay);
 //! - **load**: through the cache (`Zswap::load`, kept, in slot order).
 //!
 //! It prints the quartiles over all blocks of each block's per-page difference to raw. The
