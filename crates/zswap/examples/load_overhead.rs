@@ -25,6 +25,7 @@ use std::time::Instant;
 
 use uzswap_backing::{SwapFile, SwapSlot};
 use uzswap_compress::{compress, decompress, Algorithm, MAX_COMPRESSED_LEN};
+use uzswap_zsmalloc::CLASS_DELTA;
 use uzswap_zswap::{CgroupId, Params, Zswap, PAGE_SIZE};
 
 fn arg(args: &[String], i: usize, default: usize) -> usize {
@@ -64,17 +65,19 @@ fn main() {
         spans.push((raw.len(), len));
         raw.extend_from_slice(&buf[..len]);
     }
-    // zsmalloc's layout: 16-byte size classes, each class's objects together in slot order.
+    // zsmalloc's layout: objects rounded up to their size class, each class's objects together
+    // in slot order.
+    let class_size = |len: usize| len.div_ceil(CLASS_DELTA) * CLASS_DELTA;
     let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&k| (spans[k].1.div_ceil(16), k));
-    let mut scattered = vec![0u8; order.iter().map(|&k| spans[k].1.div_ceil(16) * 16).sum()];
+    order.sort_by_key(|&k| (class_size(spans[k].1), k));
+    let mut scattered = vec![0u8; order.iter().map(|&k| class_size(spans[k].1)).sum()];
     let mut scattered_spans = vec![(0, 0); n];
     let mut off = 0;
     for &k in &order {
         let (o, len) = spans[k];
         scattered[off..off + len].copy_from_slice(&raw[o..o + len]);
         scattered_spans[k] = (off, len);
-        off += len.div_ceil(16) * 16;
+        off += class_size(len);
     }
 
     let dir = std::env::temp_dir();
