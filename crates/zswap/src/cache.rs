@@ -727,4 +727,10 @@ impl Inner {
     pub(crate) fn count(&self, g: G) {
         self.stats.add(g as usize, 1);
     }
+
+    /// `count` on the calling thread's stripe `stripe` (see `stats::stripe_index`).
+    #[inline]
+    pub(crate) fn count_on(&self, stripe: usize, g: G) {
+        self.stats.add_on(stripe, g as usize, 1);
+    }
 }

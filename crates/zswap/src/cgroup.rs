@@ -249,7 +249,13 @@ impl Cgroups {
     }
 
     pub(crate) fn event(&self, id: u32, which: C) {
-        self.for_each_ancestor(id, |c| c.stats.add(which as usize, 1));
+        self.event_on(crate::stats::stripe_index(), id, which);
+    }
+
+    /// `event` on the calling thread's stripe `stripe` (see `stats::stripe_index`).
+    #[inline]
+    pub(crate) fn event_on(&self, stripe: usize, id: u32, which: C) {
+        self.for_each_ancestor(id, |c| c.stats.add_on(stripe, which as usize, 1));
     }
 
     /// `mem_cgroup_may_zswap`: false if this cgroup or an ancestor is at its zswap.max.

@@ -212,7 +212,9 @@ impl Inner {
         exclusive: bool,
         node: Option<usize>,
     ) -> Result<LoadOutcome, Error> {
-        let _hot = HotGuard::new(&self.hot_ops);
+        // One look-up of this thread's counter stripe for every counter the load touches.
+        let stripe = crate::stats::stripe_index();
+        let _hot = HotGuard::on(&self.hot_ops, stripe);
         if page.len() != PAGE_SIZE {
             return Err(Error::BadPageLength(page.len()));
         }
@@ -252,15 +254,18 @@ impl Inner {
                 if exclusive {
                     self.release_zero_entry(&e);
                 }
-                self.count(G::Zswpin);
-                self.cgroups.event(u32::from(e.cgroup), C::Zswpin);
+                self.count_on(stripe, G::Zswpin);
+                self.cgroups
+                    .event_on(stripe, u32::from(e.cgroup), C::Zswpin);
                 Ok(LoadOutcome::Hit)
             }
             SlotValue::Entry(ei) if !exclusive => {
                 let e = *t.entry(ei);
-                self.prefetch_object(&e);
                 if sequential {
+                    // This object's lines were requested by the previous load of the run.
                     self.prefetch_run(&t, i);
+                } else {
+                    self.prefetch_object(&e);
                 }
                 // A page read and kept is warm: give it its second chance back (a write only if
                 // the bit changes, so a re-read entry's line stays clean).
@@ -271,8 +276,9 @@ impl Inner {
                 drop(t);
                 match self.read_kept_entry(slot, &e, page) {
                     KeptRead::Done(Ok(())) => {
-                        self.count(G::Zswpin);
-                        self.cgroups.event(u32::from(e.cgroup), C::Zswpin);
+                        self.count_on(stripe, G::Zswpin);
+                        self.cgroups
+                            .event_on(stripe, u32::from(e.cgroup), C::Zswpin);
                         Ok(LoadOutcome::Hit)
                     }
                     KeptRead::Done(Err(err)) => {
@@ -312,9 +318,10 @@ impl Inner {
             }
             SlotValue::Entry(ei) => {
                 let e = *t.entry(ei);
-                self.prefetch_object(&e);
                 if sequential {
                     self.prefetch_run(&t, i);
+                } else {
+                    self.prefetch_object(&e);
                 }
                 t.set_word(i, w.with_loading());
                 drop(t);
@@ -339,8 +346,9 @@ impl Inner {
                 shard.wake(&t);
                 drop(t);
                 self.release_entry(e);
-                self.count(G::Zswpin);
-                self.cgroups.event(u32::from(e.cgroup), C::Zswpin);
+                self.count_on(stripe, G::Zswpin);
+                self.cgroups
+                    .event_on(stripe, u32::from(e.cgroup), C::Zswpin);
                 Ok(LoadOutcome::Hit)
             }
             SlotValue::OnDisk(owner) => {

@@ -74,18 +74,25 @@ impl WorkerLock {
 }
 
 /// Counts an operation in flight while alive.
-pub(crate) struct HotGuard<'a>(&'a Striped<1>);
+pub(crate) struct HotGuard<'a>(&'a Striped<1>, usize);
 impl<'a> HotGuard<'a> {
     #[inline]
     pub(crate) fn new(s: &'a Striped<1>) -> Self {
-        s.add(0, 1);
-        HotGuard(s)
+        Self::on(s, crate::stats::stripe_index())
+    }
+
+    /// `new` on the calling thread's stripe `stripe`, already looked up (the load path looks
+    /// it up once for all its counters).
+    #[inline]
+    pub(crate) fn on(s: &'a Striped<1>, stripe: usize) -> Self {
+        s.add_on(stripe, 0, 1);
+        HotGuard(s, stripe)
     }
 }
 impl Drop for HotGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.0.sub(0, 1);
+        self.0.add_on(self.1, 0, 1u64.wrapping_neg());
     }
 }
 
