@@ -242,9 +242,17 @@ impl Cgroups {
     }
 
     pub(crate) fn uncharge(&self, id: u32, bytes: u64) {
+        self.uncharge_on(crate::stats::stripe_index(), id, bytes);
+    }
+
+    /// `uncharge` on the calling thread's stripe `stripe` (see `stats::stripe_index`).
+    #[inline]
+    pub(crate) fn uncharge_on(&self, stripe: usize, id: u32, bytes: u64) {
         self.for_each_ancestor(id, |c| {
-            c.stats.sub(C::ZswapBytes as usize, bytes);
-            c.stats.sub(C::Zswapped as usize, 1);
+            c.stats
+                .add_on(stripe, C::ZswapBytes as usize, bytes.wrapping_neg());
+            c.stats
+                .add_on(stripe, C::Zswapped as usize, 1u64.wrapping_neg());
         });
     }
 

@@ -116,6 +116,11 @@ impl Inner {
     /// Free everything an entry holds once it is out of the index: LRU node, pool object,
     /// charge, counters, and last its pool reference (which may free an old pool).
     pub(crate) fn release_entry(&self, e: Entry) {
+        self.release_entry_on(crate::stats::stripe_index(), e);
+    }
+
+    /// `release_entry` with the calling thread's counter stripe already looked up.
+    pub(crate) fn release_entry_on(&self, stripe: usize, e: Entry) {
         // SAFETY: the entry was taken out of the index by the caller, which now owns its pool
         // reference until the `put` below, the last use of `pool`.
         let pool = unsafe { self.pools.get(e.pool) };
@@ -127,10 +132,15 @@ impl Inner {
             let _ = pool.zs.free(h);
         }
         self.cgroups
-            .uncharge(u32::from(e.cgroup), u64::from(e.length));
-        self.stats.sub(G::StoredPages as usize, 1);
+            .uncharge_on(stripe, u32::from(e.cgroup), u64::from(e.length));
+        self.stats
+            .add_on(stripe, G::StoredPages as usize, 1u64.wrapping_neg());
         if e.length as usize == PAGE_SIZE {
-            self.stats.sub(G::StoredIncompressiblePages as usize, 1);
+            self.stats.add_on(
+                stripe,
+                G::StoredIncompressiblePages as usize,
+                1u64.wrapping_neg(),
+            );
         }
         self.pools.put(pool);
     }

@@ -345,7 +345,7 @@ impl Inner {
                 t.set_word(i, w.with_value(SlotValue::Empty));
                 shard.wake(&t);
                 drop(t);
-                self.release_entry(e);
+                self.release_entry_on(stripe, e);
                 self.count_on(stripe, G::Zswpin);
                 self.cgroups
                     .event_on(stripe, u32::from(e.cgroup), C::Zswpin);
