@@ -295,6 +295,16 @@ mod fast {
         unsafe { ptr::write_unaligned(dst.cast::<u64>(), ptr::read_unaligned(src.cast::<u64>())) }
     }
 
+    /// Copies 16 bytes; the ranges must not overlap.
+    ///
+    /// # Safety
+    /// `src` readable and `dst` writable for 16 bytes, the two ranges disjoint.
+    #[inline(always)]
+    unsafe fn copy16(dst: *mut u8, src: *const u8) {
+        // SAFETY: the caller guarantees both ranges; unaligned access is explicit.
+        unsafe { ptr::write_unaligned(dst.cast::<u128>(), ptr::read_unaligned(src.cast::<u128>())) }
+    }
+
     pub(super) fn decompress(src: &[u8], dst: &mut [u8]) -> Result<usize, LzoError> {
         let in_len = src.len();
         let out_len = dst.len();
@@ -343,10 +353,7 @@ mod fast {
                     while k < n {
                         // SAFETY: k < n, so k + 16 <= n + 15 bytes fit on both sides (tested).
                         // Input and output are distinct slices.
-                        unsafe {
-                            copy8(d.add(op + k), s.add(ip + k));
-                            copy8(d.add(op + k + 8), s.add(ip + k + 8));
-                        }
+                        unsafe { copy16(d.add(op + k), s.add(ip + k)) };
                         k += 16;
                     }
                 } else {
@@ -484,7 +491,25 @@ mod fast {
             if dist > op {
                 return Err(LzoError::LookbehindOverrun);
             }
-            if dist >= 8 && have_op!(len + 15) {
+            if dist >= 8 && len <= 8 && have_op!(15) {
+                // The short match (every M2 is 3..=8 bytes): one 8-byte copy.
+                // SAFETY: source op - dist .. + 8 ends at or below op (dist >= 8) and starts at
+                // >= 0 (dist <= op); destination op .. + 8 <= op + 15 <= out_len (tested).
+                unsafe { copy8(d.add(op), d.add(op - dist)) };
+                op += len;
+            } else if dist >= 16 && have_op!(len + 15) {
+                // Source and destination 16 bytes apart or more: 16-byte loads and stores,
+                // each load complete before its store.
+                let mut k = 0;
+                while k < len {
+                    // SAFETY: source op - dist + k .. + 16 ends at or below op + k (dist >= 16)
+                    // and starts at >= 0; destination op + k + 16 <= op + len + 15 <= out_len
+                    // (tested).
+                    unsafe { copy16(d.add(op + k), d.add(op + k - dist)) };
+                    k += 16;
+                }
+                op += len;
+            } else if dist >= 8 && have_op!(len + 15) {
                 let mut k = 0;
                 while k < len {
                     // SAFETY: source op - dist + k .. + 16 lies below op + k + 16 - 8 and
@@ -503,7 +528,9 @@ mod fast {
                 // copying from the first multiple of `dist` that is >= 8 (`far`) gives the same
                 // bytes, 8 at a time. Bytes whose source at distance `far` would lie before
                 // op - dist (the first far - dist < 8 of them) are copied singly first.
-                let far = dist * 8usize.div_ceil(dist);
+                // dist * ceil(8 / dist) for dist 1..=7, without a division.
+                const FAR: [u8; 8] = [0, 8, 8, 9, 8, 10, 12, 14];
+                let far = FAR[dist & 7] as usize;
                 let head = (far - dist).min(len);
                 for k in 0..head {
                     // SAFETY: op + k < op + len <= out_len and op + k - dist >= 0.
