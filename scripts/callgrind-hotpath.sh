@@ -15,13 +15,24 @@ cargo build --release -q -p uzswap-zswap --example zswap_hotpath
 cargo build --release -q -p uzswap-zsmalloc --example zsmalloc_hotpath
 TARGET=${CARGO_TARGET_DIR:-target}
 out=$(mktemp -d)
+# The codec's Ir/op, once measured: store and load phases also print their cost over it.
+CODEC_COMPRESS=""
+CODEC_DECOMPRESS=""
 run() { # example, n, phase, calls
     local ex=$1 n=$2 phase=$3 calls=$4
     valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
         --toggle-collect="$ex::$phase" "$TARGET/release/examples/$ex" "$n" >/dev/null 2>"$out/log"
     local ir
     ir=$(grep -E '^summary:|^totals:' "$out/cg" | head -1 | awk '{print $2}')
-    printf '%-28s %12s Ir  %8.1f Ir/op\n' "$phase" "$ir" "$(echo "$ir / ($n * $calls)" | bc -l)"
+    local per over=""
+    per=$(echo "$ir / ($n * $calls)" | bc -l)
+    case $phase in
+        phase_compress) CODEC_COMPRESS=$per ;;
+        phase_decompress) CODEC_DECOMPRESS=$per ;;
+        phase_store) over=$(printf '  %7.1f over the codec' "$(echo "$per - $CODEC_COMPRESS" | bc -l)") ;;
+        phase_load*) over=$(printf '  %7.1f over the codec' "$(echo "$per - $CODEC_DECOMPRESS" | bc -l)") ;;
+    esac
+    printf '%-28s %12s Ir  %8.1f Ir/op%s\n' "$phase" "$ir" "$per" "$over"
 }
 echo "== uzswap-zswap ($PAGES pages; every store goes into an empty slot;"
 echo "   compress/decompress: the raw codec on the same pages, for the difference)"
