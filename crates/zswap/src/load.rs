@@ -166,6 +166,19 @@ impl Inner {
         pool.zs.prefetch_hint(ObjHint(e.hint), e.length as usize);
     }
 
+    /// The prefetches of a load of slot `i` (entry `e`): its own object, unless the previous
+    /// load of a sequential run already asked for it (it did, within the same shard), and the
+    /// next loads' misses during such a run.
+    #[inline]
+    fn prefetch_for_load(&self, t: &index::ShardTable, i: usize, e: &Entry, sequential: bool) {
+        if !sequential || i == 0 {
+            self.prefetch_object(e);
+        }
+        if sequential {
+            self.prefetch_run(t, i);
+        }
+    }
+
     /// During a sequential run of loads, start the cache misses of the next two loads while
     /// this one decompresses: the object of slot `i + 1` (from its entry's location hint) and
     /// the handle line of slot `i + 2`. The pool's layout scatters neighbouring slots over size
@@ -261,12 +274,7 @@ impl Inner {
             }
             SlotValue::Entry(ei) if !exclusive => {
                 let e = *t.entry(ei);
-                if sequential {
-                    // This object's lines were requested by the previous load of the run.
-                    self.prefetch_run(&t, i);
-                } else {
-                    self.prefetch_object(&e);
-                }
+                self.prefetch_for_load(&t, i, &e, sequential);
                 // A page read and kept is warm: give it its second chance back (a write only if
                 // the bit changes, so a re-read entry's line stays clean).
                 let second_chance = self.hot.warm() == WarmProtection::SecondChance;
@@ -318,11 +326,7 @@ impl Inner {
             }
             SlotValue::Entry(ei) => {
                 let e = *t.entry(ei);
-                if sequential {
-                    self.prefetch_run(&t, i);
-                } else {
-                    self.prefetch_object(&e);
-                }
+                self.prefetch_for_load(&t, i, &e, sequential);
                 t.set_word(i, w.with_loading());
                 drop(t);
                 if let Err(fail) = self.decompress_entry(&e, page) {
