@@ -19,8 +19,23 @@ fn main() {
         .unwrap_or(9);
     // SOURCE=mem: only live process memory (this process and the pids in PIDS), which
     // compresses better than the default mix of binaries and heap.
+    // CORPUS=FILE: the first 8192 non-zero pages of a page file written by `uzswap capture`
+    // (pages start after its 4096-byte header; crates/corpus/src/pagefile.rs).
     let mut pages = Vec::new();
-    if std::env::var("SOURCE").as_deref() == Ok("mem") {
+    if let Ok(path) = std::env::var("CORPUS") {
+        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(
+            bytes.starts_with(b"UZSWAPPG") && bytes.len() > 4096,
+            "{path}: not a page file"
+        );
+        pages.extend(
+            bytes[4096..]
+                .chunks_exact(4096)
+                .filter(|p| p.iter().any(|&b| b != 0))
+                .take(8192)
+                .map(<[u8]>::to_vec),
+        );
+    } else if std::env::var("SOURCE").as_deref() == Ok("mem") {
         pages.extend(common::process_pages(1024));
         for pid in std::env::var("PIDS").unwrap_or_default().split_whitespace() {
             pages.extend(common::pid_pages(pid, 1024));

@@ -52,8 +52,9 @@
 //! re-probe at the end of every match.
 //!
 //! Safe Rust except the probe loop's unchecked loads (each proven by the loop bounds, checked by
-//! debug assertions); the output is a standard LZ4 block (any LZ4 decoder reads it). It runs at
-//! liblz4's speed within 1-2 % (docs/benchmarks/compress.md); [`crate::compress`] keeps liblz4
+//! debug assertions); the output is a standard LZ4 block (any LZ4 decoder reads it). Its table
+//! is epoch-tagged instead of cleared per input ([`Table`]). On captured program memory it takes
+//! about 1.06x liblz4's time (docs/benchmarks/compress.md), so [`crate::compress`] keeps liblz4
 //! for the store path and the estimator uses [`crate::compress_kernel_exact`].
 
 use crate::Error;
@@ -71,7 +72,76 @@ const SKIP_TRIGGER: u32 = 6;
 const MAX_DISTANCE: usize = 65535;
 /// LZ4_MEMORY_USAGE 14: 16 KiB of table, i.e. 2^12 u32 or 2^13 u16 entries.
 const HASH_LOG: u32 = 12;
-pub(crate) const TABLE_LEN: usize = 1 << (HASH_LOG + 1);
+
+/// The compressor's position table, reused from call to call without clearing it each time.
+///
+/// The kernel (and liblz4 for a 4 KiB input) clears its 16 KiB table before every input, so
+/// that every slot starts as "position 0". Here the 16-bit slots of small inputs hold
+/// `epoch + position`, and every call after the first starts `epoch` above every position the
+/// earlier calls stored: a slot below `epoch` is stale and reads as 0, which is exactly what a
+/// cleared slot reads. The output is therefore byte-identical to a cleared table's, and the
+/// table is only cleared when the 16-bit positions run out (every 16 calls for 4 KiB pages).
+/// Large inputs (u32 positions, rare on the store path) clear their own table every call.
+pub(crate) struct Table {
+    small: [u16; 1 << (HASH_LOG + 1)],
+    /// Positions of small inputs are stored as `epoch + position`.
+    epoch: u32,
+    large: [u32; 1 << HASH_LOG],
+}
+
+impl Table {
+    pub(crate) fn new_boxed() -> Box<Table> {
+        Box::new(Table {
+            small: [0; 1 << (HASH_LOG + 1)],
+            epoch: 0,
+            large: [0; 1 << HASH_LOG],
+        })
+    }
+}
+
+/// One kind of input's view of [`Table`]: `get` returns the stored position (0 when stale).
+trait Positions {
+    const SMALL: bool;
+    fn get(&self, h: usize) -> usize;
+    fn set(&mut self, h: usize, pos: usize);
+}
+
+/// Inputs below [`LIMIT_64K`]: 16-bit slots offset by the epoch.
+struct Small<'a> {
+    slots: &'a mut [u16; 1 << (HASH_LOG + 1)],
+    epoch: u32,
+}
+
+impl Positions for Small<'_> {
+    const SMALL: bool = true;
+    #[inline(always)]
+    fn get(&self, h: usize) -> usize {
+        // A slot below the epoch was stored by an earlier input: it reads as a cleared slot.
+        (self.slots[h] as u32).saturating_sub(self.epoch) as usize
+    }
+    #[inline(always)]
+    fn set(&mut self, h: usize, pos: usize) {
+        debug_assert!(self.epoch as usize + pos <= u16::MAX as usize);
+        self.slots[h] = (self.epoch as usize + pos) as u16;
+    }
+}
+
+/// Larger inputs: 32-bit positions, cleared for every input.
+struct Large<'a> {
+    slots: &'a mut [u32; 1 << HASH_LOG],
+}
+
+impl Positions for Large<'_> {
+    const SMALL: bool = false;
+    #[inline(always)]
+    fn get(&self, h: usize) -> usize {
+        self.slots[h] as usize
+    }
+    #[inline(always)]
+    fn set(&mut self, h: usize, pos: usize) {
+        self.slots[h] = pos as u32;
+    }
+}
 
 /// Little-endian u32 at `s[i..i + 4]`, unchecked (debug builds assert): the probe loop's
 /// `forward_ip <= mflimit` test proves every load in it.
@@ -156,12 +226,54 @@ pub(crate) fn bound(src_len: usize) -> usize {
 }
 
 /// Compresses `src` as the kernel's `LZ4_compress_default` does. `dst` must hold
-/// [`bound(src.len())`](bound) bytes; `table` is scratch (cleared here).
-pub(crate) fn compress_exact(src: &[u8], dst: &mut [u8], table: &mut [u32; TABLE_LEN]) -> usize {
+/// [`bound(src.len())`](bound) bytes; `table` is this compressor's scratch (any earlier
+/// contents give the same output as a cleared table, see [`Table`]).
+pub(crate) fn compress_exact(src: &[u8], dst: &mut [u8], table: &mut Table) -> usize {
     assert!(dst.len() >= bound(src.len()));
-    table.fill(0);
     let n = src.len();
-    let small = n < LIMIT_64K;
+    if n < MIN_LENGTH {
+        // No position is hashed: the table is neither read nor written.
+        return compress_with(
+            src,
+            dst,
+            &mut Large {
+                slots: &mut table.large,
+            },
+        );
+    }
+    if n >= LIMIT_64K {
+        table.large.fill(0);
+        return compress_with(
+            src,
+            dst,
+            &mut Large {
+                slots: &mut table.large,
+            },
+        );
+    }
+    // Stored positions are at most n - MFLIMIT; they must fit 16 bits above the epoch.
+    if table.epoch as usize + (n - MFLIMIT) > u16::MAX as usize {
+        table.small.fill(0);
+        table.epoch = 0;
+    }
+    let epoch = table.epoch;
+    let k = compress_with(
+        src,
+        dst,
+        &mut Small {
+            slots: &mut table.small,
+            epoch,
+        },
+    );
+    // Above every position this input stored.
+    table.epoch = epoch + (n - MFLIMIT + 1) as u32;
+    k
+}
+
+#[inline(always)]
+fn compress_with<T: Positions>(src: &[u8], dst: &mut [u8], table: &mut T) -> usize {
+    let n = src.len();
+    let small = T::SMALL;
     let mut op = 0usize;
     let mut anchor = 0usize;
 
@@ -172,7 +284,7 @@ pub(crate) fn compress_exact(src: &[u8], dst: &mut [u8], table: &mut [u32; TABLE
         // it are inside `src`; match candidates are earlier positions.
         // SAFETY: 0 + 8 <= MIN_LENGTH <= n.
         let h0 = unsafe { hash(src, 0, small) };
-        table[h0] = 0;
+        table.set(h0, 0);
         let mut ip = 1usize;
         // SAFETY: see above.
         let mut forward_h = unsafe { hash(src, ip, small) };
@@ -191,10 +303,10 @@ pub(crate) fn compress_exact(src: &[u8], dst: &mut [u8], table: &mut [u32; TABLE
                 if forward_ip > mflimit {
                     break 'main;
                 }
-                m = table[h] as usize;
+                m = table.get(h);
                 // SAFETY: forward_ip <= mflimit (tested just above).
                 forward_h = unsafe { hash(src, forward_ip, small) };
-                table[h] = ip as u32;
+                table.set(h, ip);
                 if !small && m + MAX_DISTANCE < ip {
                     continue;
                 }
@@ -238,12 +350,12 @@ pub(crate) fn compress_exact(src: &[u8], dst: &mut [u8], table: &mut [u32; TABLE
                 }
                 // SAFETY: ip <= mflimit here (tested just above).
                 let h2 = unsafe { hash(src, ip - 2, small) };
-                table[h2] = (ip - 2) as u32;
+                table.set(h2, ip - 2);
                 // Immediate re-probe at the match end: a hit starts a match with no literals.
                 // SAFETY: as above.
                 let h = unsafe { hash(src, ip, small) };
-                m = table[h] as usize;
-                table[h] = ip as u32;
+                m = table.get(h);
+                table.set(h, ip);
                 // SAFETY: m < ip <= mflimit.
                 if (small || m + MAX_DISTANCE >= ip) && unsafe { read32(src, m) == read32(src, ip) }
                 {
@@ -278,7 +390,7 @@ pub(crate) fn compress_exact(src: &[u8], dst: &mut [u8], table: &mut [u32; TABLE
 pub(crate) fn compress(
     src: &[u8],
     dst: &mut [u8],
-    table: &mut [u32; TABLE_LEN],
+    table: &mut Table,
     scratch: &mut Vec<u8>,
 ) -> Result<usize, Error> {
     if src.len() > 0x7E00_0000 {
@@ -304,7 +416,7 @@ pub(crate) fn compress(
 }
 
 /// Per-thread hash table and scratch output.
-type State = (Box<[u32; TABLE_LEN]>, Vec<u8>);
+type State = (Box<Table>, Vec<u8>);
 
 thread_local! {
     static STATE: std::cell::RefCell<Option<State>> = const { std::cell::RefCell::new(None) };
@@ -314,7 +426,7 @@ thread_local! {
 pub(crate) fn compress_tls(src: &[u8], dst: &mut [u8]) -> Result<usize, Error> {
     crate::tls::with_cached(
         &STATE,
-        || Ok((Box::new([0u32; TABLE_LEN]), Vec::new())),
+        || Ok((Table::new_boxed(), Vec::new())),
         |(table, scratch)| compress(src, dst, table, scratch),
     )
 }
@@ -329,7 +441,7 @@ mod tests {
 
     #[test]
     fn small_inputs_compress_and_decode() {
-        let mut table = Box::new([0u32; TABLE_LEN]);
+        let mut table = Table::new_boxed();
         let mut text = Vec::new();
         for i in 0..60u32 {
             text.extend_from_slice(format!("k{}=v{};", i % 5, i * 7).as_bytes());
@@ -359,6 +471,41 @@ mod tests {
                 };
                 assert_eq!(m, src.len() as i32);
                 assert_eq!(out[..src.len()], src[..]);
+            }
+        }
+    }
+
+    /// A table reused across inputs of every size class (tiny, 4 KiB, odd sizes, over 64 KiB,
+    /// enough of them to wrap the 16-bit epoch many times) gives the bytes a cleared table gives.
+    #[test]
+    fn reused_table_equals_cleared_table() {
+        let mut reused = Table::new_boxed();
+        let mut text = Vec::new();
+        for i in 0..20_000u32 {
+            text.extend_from_slice(
+                format!("k{}=v{};", i % 97, i.wrapping_mul(2_654_435_761) % 1000).as_bytes(),
+            );
+        }
+        let sizes: &[usize] = if cfg!(miri) {
+            &[0, 12, 13, 300, 700, 64, 5000]
+        } else {
+            &[
+                4096, 4096, 13, 4096, 12, 100, 4096, 65_546, 65_547, 70_000, 4096, 3000, 60_000,
+                4096, 5000,
+            ]
+        };
+        let rounds = if cfg!(miri) { 1 } else { 8 };
+        let mut at = 0usize;
+        for _ in 0..rounds {
+            for &len in sizes {
+                let len = len.min(text.len());
+                at = (at + 7919) % (text.len() - len + 1);
+                let src = &text[at..at + len];
+                let mut a = vec![0u8; bound(len)];
+                let mut b = vec![0u8; bound(len)];
+                let na = compress_exact(src, &mut a, &mut reused);
+                let nb = compress_exact(src, &mut b, &mut Table::new_boxed());
+                assert_eq!(a[..na], b[..nb], "input of {len} bytes at {at}");
             }
         }
     }

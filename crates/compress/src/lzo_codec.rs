@@ -13,7 +13,7 @@ pub(crate) fn worst_compressed_len(src_len: usize) -> usize {
 mod imp {
     use std::cell::RefCell;
 
-    use uzswap_lzo::{compress_exact, decompress_safe, Dict, Variant, D_SIZE};
+    use uzswap_lzo::{compress_exact, decompress_safe, Dict, Variant};
 
     use super::worst_compressed_len;
     use crate::Error;
@@ -36,7 +36,7 @@ mod imp {
             &WORKMEM,
             || {
                 Ok(WorkMem {
-                    dict: Box::new([0u16; D_SIZE]),
+                    dict: Dict::new_boxed(),
                     scratch: Vec::new(),
                 })
             },

@@ -214,13 +214,20 @@ pub fn compress_exact(src: &[u8], out: &mut [u8], variant: Variant, dict: &mut D
     let mut pending = 0usize;
     while left > 20 {
         let ll = left.min(m4_max_offset + 1);
-        dict.fill(0);
+        // The kernel clears the table here. Offsets stored for this chunk are below `ll`; they
+        // go in above `epoch`, and earlier chunks' slots (below it) read as cleared ones.
+        if dict.epoch as usize + ll > u16::MAX as usize + 1 {
+            dict.slots.fill(0);
+            dict.epoch = 0;
+        }
+        let epoch = dict.epoch;
         // Monomorphised per variant so the scan loop carries no run-time variant test.
         pending = if rle {
-            compress_chunk::<true>(src, pos, ll, &mut o, pending, dict)
+            compress_chunk::<true>(src, pos, ll, &mut o, pending, &mut dict.slots, epoch)
         } else {
-            compress_chunk::<false>(src, pos, ll, &mut o, pending, dict)
+            compress_chunk::<false>(src, pos, ll, &mut o, pending, &mut dict.slots, epoch)
         };
+        dict.epoch = epoch + ll as u32;
         pos += ll;
         left -= ll;
     }
@@ -242,7 +249,7 @@ pub fn compress_exact(src: &[u8], out: &mut [u8], variant: Variant, dict: &mut D
 }
 
 /// One chunk `src[base..base + len]`. `ti` literals before `base` are still pending. Returns the
-/// number of literals pending at the chunk's end.
+/// number of literals pending at the chunk's end. `dict` holds `epoch + offset` (see [`Dict`]).
 #[inline(always)]
 fn compress_chunk<const RLE: bool>(
     src: &[u8],
@@ -250,7 +257,8 @@ fn compress_chunk<const RLE: bool>(
     len: usize,
     o: &mut Out,
     mut ti: usize,
-    dict: &mut Dict,
+    dict: &mut [u16; D_SIZE],
+    epoch: u32,
 ) -> usize {
     let in_end = base + len;
     // Scanning stops 20 bytes before the end: the word compares below may then read 16 bytes
@@ -274,10 +282,11 @@ fn compress_chunk<const RLE: bool>(
                 run = zero_run_len(src, ip, ip_end.min(ip + MAX_ZERO_RUN + 1));
             } else {
                 let h = ((dv.wrapping_mul(HASH_MUL) >> (32 - D_BITS)) as usize) & (D_SIZE - 1);
-                m_pos = base + dict[h] as usize;
-                dict[h] = (ip - base) as u16;
-                // SAFETY: m_pos <= ip - 1 (table entries are earlier positions of this chunk,
-                // or 0), so m_pos + 4 < in_end.
+                // A slot below the epoch is an earlier input's: it reads as a cleared one (0).
+                m_pos = base + (dict[h] as u32).saturating_sub(epoch) as usize;
+                dict[h] = (epoch as usize + ip - base) as u16;
+                // SAFETY: m_pos <= ip - 1 (slots at or above the epoch are earlier positions of
+                // this chunk; the others read as 0), so m_pos + 4 < in_end.
                 if dv != unsafe { le32(src, m_pos) } {
                     continue 'literal;
                 }

@@ -49,7 +49,8 @@
 //!   output.
 //!
 //! Data layout: stateless functions; the caller owns the compressor's hash table ([`Dict`])
-//! and reuses it across calls (it is cleared per call). Lock order: no locks.
+//! and reuses it across calls (epoch-tagged, so it needs no clearing per call). Lock order:
+//! no locks.
 //!
 //! Decoders treat their input as hostile: corrupt or truncated input gives `Err`, never a panic
 //! or an out-of-bounds access.
@@ -77,8 +78,29 @@ pub(crate) const D_BITS: u32 = 13;
 pub const D_SIZE: usize = 1 << D_BITS;
 
 /// The compressor's hash table: offsets of earlier input positions by the hash of their next 4
-/// bytes. Allocate it once (16 KiB) and pass it to every [`compress_exact`] call.
-pub type Dict = [u16; D_SIZE];
+/// bytes. Allocate it once ([`Dict::new_boxed`], 16 KiB) and pass it to every
+/// [`compress_exact`] call.
+///
+/// The kernel clears its table before every input (a 16 KiB `memset` per 4 KiB page), so that
+/// every slot starts as "offset 0". Here a slot holds `epoch + offset`, and each input starts
+/// `epoch` above every offset stored before it: a slot below `epoch` is stale and reads as 0,
+/// exactly as a cleared slot does. The output stays byte-identical, and the table is cleared
+/// only when the 16-bit offsets run out (every 16 inputs of 4 KiB).
+pub struct Dict {
+    slots: [u16; D_SIZE],
+    /// Offsets of the current input are stored as `epoch + offset`.
+    epoch: u32,
+}
+
+impl Dict {
+    /// A table in the cleared state, on the heap (16 KiB).
+    pub fn new_boxed() -> Box<Dict> {
+        Box::new(Dict {
+            slots: [0; D_SIZE],
+            epoch: 0,
+        })
+    }
+}
 
 /// The largest output of [`compress_exact`] for `src_len` input bytes (the LZO1X-1 worst case
 /// plus the 2-byte lzo-rle header).
@@ -124,7 +146,7 @@ mod tests {
 
     #[test]
     fn round_trip_small_inputs_both_variants() {
-        let mut dict = Box::new([0u16; D_SIZE]);
+        let mut dict = Dict::new_boxed();
         for src in inputs() {
             for variant in [Variant::Lzo, Variant::LzoRle] {
                 let mut c = vec![0u8; worst_compressed_len(src.len())];
@@ -147,7 +169,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "2.5k streams: too slow under Miri")]
     fn every_match_distance_and_length_decodes_as_the_reference() {
-        let mut dict = Box::new([0u16; D_SIZE]);
+        let mut dict = Dict::new_boxed();
         let mut x = 7u32;
         let mut rnd = move || {
             x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
@@ -219,7 +241,7 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "34 KiB inputs: too slow under Miri")]
     fn rle_never_emits_the_ambiguous_m4_match() {
-        let mut dict = Box::new([0u16; D_SIZE]);
+        let mut dict = Dict::new_boxed();
         for (block_len, lits) in (258..=268).flat_map(|b| (1..=4).map(move |l| (b, l))) {
             let src = ambiguous_m4_input(block_len, lits);
             for variant in [Variant::Lzo, Variant::LzoRle] {
@@ -238,7 +260,7 @@ mod tests {
 
     #[test]
     fn rle_codes_zero_runs_compactly() {
-        let mut dict = Box::new([0u16; D_SIZE]);
+        let mut dict = Dict::new_boxed();
         let src = vec![0u8; 4096];
         let mut c = vec![0u8; worst_compressed_len(src.len())];
         let rle = compress_exact(&src, &mut c, Variant::LzoRle, &mut dict);
@@ -251,7 +273,7 @@ mod tests {
 
     #[test]
     fn damaged_streams_are_errors() {
-        let mut dict = Box::new([0u16; D_SIZE]);
+        let mut dict = Dict::new_boxed();
         let src = inputs().swap_remove(4);
         let mut c = vec![0u8; worst_compressed_len(src.len())];
         let n = compress_exact(&src, &mut c, Variant::LzoRle, &mut dict);
@@ -279,6 +301,45 @@ mod tests {
             assert_eq!(ra, decompress_reference(&bad, &mut b));
             if let Ok(k) = ra {
                 assert_eq!(a[..k], b[..k]);
+            }
+        }
+    }
+
+    /// A table reused across inputs of every size (tiny, 4 KiB, odd sizes, several chunks;
+    /// enough of them to wrap the 16-bit epoch many times) gives the bytes a cleared one gives.
+    #[test]
+    fn reused_dict_equals_cleared_dict() {
+        let mut text = Vec::new();
+        for i in 0..30_000u32 {
+            text.extend_from_slice(
+                format!("k{}=v{};", i % 97, i.wrapping_mul(2_654_435_761) % 1000).as_bytes(),
+            );
+            if i % 50 == 0 {
+                text.extend_from_slice(&[0u8; 40]);
+            }
+        }
+        let sizes: &[usize] = if cfg!(miri) {
+            &[0, 20, 21, 300, 700, 64, 5000]
+        } else {
+            &[
+                4096, 4096, 21, 4096, 20, 100, 4096, 49_152, 49_153, 100_000, 4096, 3000, 60_000,
+                4096, 5000,
+            ]
+        };
+        let rounds = if cfg!(miri) { 1 } else { 8 };
+        for variant in [Variant::Lzo, Variant::LzoRle] {
+            let mut reused = Dict::new_boxed();
+            let mut at = 0usize;
+            for _ in 0..rounds {
+                for &len in sizes {
+                    at = (at + 7919) % (text.len() - len + 1);
+                    let src = &text[at..at + len];
+                    let mut a = vec![0u8; worst_compressed_len(len)];
+                    let mut b = vec![0u8; worst_compressed_len(len)];
+                    let na = compress_exact(src, &mut a, variant, &mut reused);
+                    let nb = compress_exact(src, &mut b, variant, &mut Dict::new_boxed());
+                    assert_eq!(a[..na], b[..nb], "{variant:?}, {len} bytes at {at}");
+                }
             }
         }
     }
