@@ -3,7 +3,7 @@
 //! an entry holds (LRU node, pool object, charge, counters, pool reference), in that order;
 //! `zswap_invalidate`.
 
-use uzswap_zsmalloc::Handle;
+use uzswap_zsmalloc::{Handle, ObjHint};
 
 use crate::cache::{Area, Inner};
 use crate::index::{self, Entry, Shard, SlotValue, SlotWord};
@@ -124,11 +124,17 @@ impl Inner {
         // SAFETY: the entry was taken out of the index by the caller, which now owns its pool
         // reference until the `put` below, the last use of `pool`.
         let pool = unsafe { self.pools.get(e.pool) };
+        let handle = Handle::from_raw(e.handle);
+        if let Some(h) = handle {
+            // The free below writes the handle's state word and the object's header under
+            // the class lock: start those misses now, behind the LRU unlink.
+            pool.zs.prefetch_free(h, ObjHint(e.hint));
+        }
         if let Some(c) = self.cgroups.get(u32::from(e.cgroup)) {
             // The entry's list: its node's, offset by its pool's with per-pool lists.
             c.lists[pool.lane_base + usize::from(e.node)].remove(e.lru);
         }
-        if let Some(h) = Handle::from_raw(e.handle) {
+        if let Some(h) = handle {
             let _ = pool.zs.free(h);
         }
         self.cgroups
