@@ -87,7 +87,7 @@ impl Inner {
     #[inline]
     pub(crate) fn after_replace(&self, old: SlotWord, old_entry: Option<Entry>, new_zero: bool) {
         if let Some(e) = old_entry {
-            self.release_entry(e);
+            self.release_cold_entry(e);
         }
         match (old.value() == SlotValue::Zero, new_zero) {
             (false, true) => self.stats.add(G::ZeroPages as usize, 1),
@@ -105,7 +105,7 @@ impl Inner {
             if old.zero_entry() {
                 self.release_zero_entry(&e);
             } else {
-                self.release_entry(e);
+                self.release_cold_entry(e);
             }
         }
         if old.value() == SlotValue::Zero {
@@ -119,17 +119,25 @@ impl Inner {
         self.release_entry_on(crate::stats::stripe_index(), e);
     }
 
+    /// `release_entry` of an entry whose object nobody touched lately (an invalidation, a
+    /// store over an old entry): the free writes the handle's state word and the object's
+    /// header under the class lock, so their misses start first, behind the LRU unlink. A load
+    /// or a writeback has just read the object and skips this.
+    pub(crate) fn release_cold_entry(&self, e: Entry) {
+        if let Some(h) = Handle::from_raw(e.handle) {
+            // SAFETY: as in `release_entry_on`: the caller owns the entry's pool reference.
+            let pool = unsafe { self.pools.get(e.pool) };
+            pool.zs.prefetch_free(h, ObjHint(e.hint));
+        }
+        self.release_entry(e);
+    }
+
     /// `release_entry` with the calling thread's counter stripe already looked up.
     pub(crate) fn release_entry_on(&self, stripe: usize, e: Entry) {
         // SAFETY: the entry was taken out of the index by the caller, which now owns its pool
         // reference until the `put` below, the last use of `pool`.
         let pool = unsafe { self.pools.get(e.pool) };
         let handle = Handle::from_raw(e.handle);
-        if let Some(h) = handle {
-            // The free below writes the handle's state word and the object's header under
-            // the class lock: start those misses now, behind the LRU unlink.
-            pool.zs.prefetch_free(h, ObjHint(e.hint));
-        }
         if let Some(c) = self.cgroups.get(u32::from(e.cgroup)) {
             // The entry's list: its node's, offset by its pool's with per-pool lists.
             c.lists[pool.lane_base + usize::from(e.node)].remove(e.lru);
