@@ -213,6 +213,13 @@ fn same_output_with(budget: &str, extra: &[&str], cmd: &[&str]) -> serde_json::V
     ] {
         assert!(r["faults"].get(k).is_some(), "faults lack {k}");
     }
+    // The process tree's CPU time and faults: a real program ran, so it used CPU and faulted.
+    let ru = &r["rusage"];
+    assert!(
+        ru["user_s"].as_f64().unwrap() + ru["sys_s"].as_f64().unwrap() > 0.0,
+        "rusage: {ru}"
+    );
+    assert!(ru["minor_faults"].as_u64().unwrap() > 0, "rusage: {ru}");
     r
 }
 
