@@ -8,7 +8,9 @@
 //!   `/proc/PID/mem`;
 //! - the page-file format ([`read_page_file`], [`write_page_file`]; docs/page-file-format.md);
 //! - [`default_corpus`]: memory captured at run time from a real program (a python3 or perl
-//!   workload building heap data), falling back to pages of ELF files; never random bytes.
+//!   workload building heap data), falling back to pages of ELF files; never random bytes;
+//! - [`samples`]: quick sample pages for tests and benchmarks (ELF files, this process's own
+//!   memory, structured pages).
 //!
 //! Data layout: [`Pages`] is one contiguous `Vec<u8>`; page `i` is bytes `i*4096..(i+1)*4096`.
 //!
@@ -21,6 +23,7 @@
 mod capture;
 mod default;
 mod pagefile;
+pub mod samples;
 
 pub use capture::{
     capture_pid, capture_pid_with, parse_maps, parse_maps_line, Capture, CaptureOptions, MapsEntry,
