@@ -144,3 +144,57 @@ pub fn pid_pages(pid: &str, max: usize) -> Vec<Vec<u8>> {
     drop((keep, keep2));
     out
 }
+
+/// Pages of real binaries from /usr/bin (and libraries), skipping all-zero pages.
+pub fn binary_pages(n: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::with_capacity(n);
+    let dirs = ["/usr/bin", "/usr/lib/x86_64-linux-gnu", "/usr/lib"];
+    let mut files: Vec<std::path::PathBuf> = Vec::new();
+    for d in dirs {
+        if let Ok(rd) = std::fs::read_dir(d) {
+            let mut v: Vec<_> = rd.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            v.sort();
+            files.extend(v);
+        }
+    }
+    for f in files {
+        if out.len() >= n {
+            break;
+        }
+        let Ok(meta) = std::fs::metadata(&f) else {
+            continue;
+        };
+        if !meta.is_file() || meta.len() < PAGE as u64 * 2 {
+            continue;
+        }
+        let Ok(data) = std::fs::read(&f) else {
+            continue;
+        };
+        for c in data.chunks_exact(PAGE).take(64) {
+            if out.len() >= n {
+                break;
+            }
+            if c.iter().any(|&b| b != 0) {
+                out.push(c.to_vec());
+            }
+        }
+    }
+    // Fallback on a minimal system: structured pages.
+    let mut i = 0u64;
+    while out.len() < n {
+        out.push(structured_page(i));
+        i += 1;
+    }
+    out
+}
+
+/// A page of structured data (a table of little-endian integers and text).
+pub fn structured_page(seed: u64) -> Vec<u8> {
+    let mut p = vec![0u8; PAGE];
+    for (i, c) in p.chunks_exact_mut(16).enumerate() {
+        let v = seed.wrapping_mul(0x9e37_79b9).wrapping_add(i as u64 * 3);
+        c[..8].copy_from_slice(&v.to_le_bytes());
+        c[8..16].copy_from_slice(b"rec:item");
+    }
+    p
+}
