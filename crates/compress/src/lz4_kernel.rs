@@ -52,10 +52,12 @@
 //! re-probe at the end of every match.
 //!
 //! Safe Rust except the probe loop's unchecked loads (each proven by the loop bounds, checked by
-//! debug assertions); the output is a standard LZ4 block (any LZ4 decoder reads it). Its table
-//! is epoch-tagged instead of cleared per input ([`Table`]). On captured program memory it takes
-//! about 1.06x liblz4's time (docs/benchmarks/compress.md), so [`crate::compress`] keeps liblz4
-//! for the store path and the estimator uses [`crate::compress_kernel_exact`].
+//! debug assertions, and the output writes, all within the LZ4 worst-case bound); the output is
+//! a standard LZ4 block (any LZ4 decoder reads it). Its table is epoch-tagged instead of cleared
+//! per input ([`Table`]). On captured program memory it runs at liblz4's speed (1.01-1.03x its
+//! time at the median, docs/benchmarks/compress.md), so [`crate::compress`] keeps the
+//! long-proven liblz4 for the store path and the estimator uses
+//! [`crate::compress_kernel_exact`].
 
 use crate::Error;
 
@@ -173,13 +175,26 @@ unsafe fn hash(s: &[u8], i: usize, small: bool) -> usize {
     }
 }
 
+/// Little-endian u64 at `s[i..i + 8]`, unchecked (debug builds assert).
+///
+/// # Safety
+/// `i + 8 <= s.len()`.
+#[inline(always)]
+unsafe fn read64(s: &[u8], i: usize) -> u64 {
+    debug_assert!(i + 8 <= s.len());
+    // SAFETY: guaranteed by the caller; explicitly unaligned.
+    unsafe { u64::from_le(s.as_ptr().add(i).cast::<u64>().read_unaligned()) }
+}
+
 /// Number of equal bytes at `a` and `b` (b < a), not counting past `limit` on the `a` side.
+/// `limit <= s.len()`.
 #[inline(always)]
 fn count(s: &[u8], mut a: usize, mut b: usize, limit: usize) -> usize {
+    debug_assert!(b < a && limit <= s.len());
     let start = a;
     while a + 8 <= limit {
-        let x = u64::from_le_bytes(s[a..a + 8].try_into().unwrap())
-            ^ u64::from_le_bytes(s[b..b + 8].try_into().unwrap());
+        // SAFETY: a + 8 <= limit <= s.len(), and b < a.
+        let x = unsafe { read64(s, a) ^ read64(s, b) };
         if x != 0 {
             return a - start + (x.trailing_zeros() / 8) as usize;
         }
@@ -208,15 +223,33 @@ fn copy_literals(dst: &mut [u8], op: usize, src: &[u8], from: usize, n: usize) {
     }
 }
 
-/// Appends a length beyond the 4 bits of the token: 255s, then the remainder.
+/// Writes `v` at `dst[i]`, unchecked (debug builds assert).
+///
+/// # Safety
+/// `i < dst.len()`. Every write of [`compress_with`] lies below the final output length, which
+/// the LZ4 worst-case bound ([`bound`], asserted on entry) covers, as in liblz4's
+/// unlimited-output mode.
 #[inline(always)]
-fn push_len(dst: &mut [u8], op: &mut usize, mut n: usize) {
+unsafe fn put(dst: &mut [u8], i: usize, v: u8) {
+    debug_assert!(i < dst.len());
+    // SAFETY: guaranteed by the caller.
+    unsafe { *dst.get_unchecked_mut(i) = v };
+}
+
+/// Appends a length beyond the 4 bits of the token: 255s, then the remainder.
+///
+/// # Safety
+/// As [`put`]: the bytes written lie within the worst-case bound.
+#[inline(always)]
+unsafe fn push_len(dst: &mut [u8], op: &mut usize, mut n: usize) {
     while n >= 255 {
-        dst[*op] = 255;
+        // SAFETY: the caller's.
+        unsafe { put(dst, *op, 255) };
         *op += 1;
         n -= 255;
     }
-    dst[*op] = n as u8;
+    // SAFETY: the caller's.
+    unsafe { put(dst, *op, n as u8) };
     *op += 1;
 }
 
@@ -316,34 +349,48 @@ fn compress_with<T: Positions>(src: &[u8], dst: &mut [u8], table: &mut T) -> usi
                 }
             }
             // Extend the match backwards over pending literals.
-            while ip > anchor && m > 0 && src[ip - 1] == src[m - 1] {
+            while ip > anchor
+                && m > 0
+                // SAFETY: m < ip <= mflimit < n, and both are above 0 here.
+                && unsafe { *src.get_unchecked(ip - 1) == *src.get_unchecked(m - 1) }
+            {
                 ip -= 1;
                 m -= 1;
             }
             let lit = ip - anchor;
             let mut token = op;
             op += 1;
-            if lit >= RUN_MASK {
-                dst[token] = (RUN_MASK << ML_BITS) as u8;
-                push_len(dst, &mut op, lit - RUN_MASK);
+            // The token is written last, once the match length is known.
+            let mut tok = if lit >= RUN_MASK {
+                // SAFETY: part of the output, within the worst-case bound (see `put`).
+                unsafe { push_len(dst, &mut op, lit - RUN_MASK) };
+                (RUN_MASK << ML_BITS) as u8
             } else {
-                dst[token] = (lit << ML_BITS) as u8;
-            }
+                (lit << ML_BITS) as u8
+            };
             copy_literals(dst, op, src, anchor, lit);
             op += lit;
 
             loop {
                 // Offset, then match length.
-                dst[op..op + 2].copy_from_slice(&((ip - m) as u16).to_le_bytes());
+                let off = ((ip - m) as u16).to_le_bytes();
+                // SAFETY: part of the output, within the worst-case bound (see `put`).
+                unsafe {
+                    put(dst, op, off[0]);
+                    put(dst, op + 1, off[1]);
+                }
                 op += 2;
                 let mc = count(src, ip + MINMATCH, m + MINMATCH, matchlimit);
                 ip += MINMATCH + mc;
                 if mc >= ML_MASK {
-                    dst[token] += ML_MASK as u8;
-                    push_len(dst, &mut op, mc - ML_MASK);
+                    tok += ML_MASK as u8;
+                    // SAFETY: as above.
+                    unsafe { push_len(dst, &mut op, mc - ML_MASK) };
                 } else {
-                    dst[token] += mc as u8;
+                    tok += mc as u8;
                 }
+                // SAFETY: token < op, inside the output written so far.
+                unsafe { put(dst, token, tok) };
                 anchor = ip;
                 if ip > mflimit {
                     break 'main;
@@ -360,7 +407,7 @@ fn compress_with<T: Positions>(src: &[u8], dst: &mut [u8], table: &mut T) -> usi
                 if (small || m + MAX_DISTANCE >= ip) && unsafe { read32(src, m) == read32(src, ip) }
                 {
                     token = op;
-                    dst[token] = 0;
+                    tok = 0;
                     op += 1;
                     continue;
                 }
@@ -375,11 +422,15 @@ fn compress_with<T: Positions>(src: &[u8], dst: &mut [u8], table: &mut T) -> usi
 
     let last = n - anchor;
     if last >= RUN_MASK {
-        dst[op] = (RUN_MASK << ML_BITS) as u8;
+        // SAFETY: the last token and its length are part of the output, within the
+        // worst-case bound (see `put`).
+        unsafe { put(dst, op, (RUN_MASK << ML_BITS) as u8) };
         op += 1;
-        push_len(dst, &mut op, last - RUN_MASK);
+        // SAFETY: as above.
+        unsafe { push_len(dst, &mut op, last - RUN_MASK) };
     } else {
-        dst[op] = (last << ML_BITS) as u8;
+        // SAFETY: as above.
+        unsafe { put(dst, op, (last << ML_BITS) as u8) };
         op += 1;
     }
     dst[op..op + last].copy_from_slice(&src[anchor..]);
