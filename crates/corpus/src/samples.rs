@@ -6,7 +6,7 @@
 //! starts from them.
 
 /// Bytes in a page.
-pub const PAGE: usize = 4096;
+pub const PAGE: usize = crate::PAGE_SIZE;
 
 /// Files whose pages are used, in order; missing ones are skipped.
 pub fn page_files() -> Vec<std::path::PathBuf> {

@@ -10,6 +10,15 @@ use crate::index::{self, Entry, Shard, SlotValue, SlotWord};
 use crate::stats::G;
 use crate::{SwapSlot, PAGE_SIZE};
 
+/// Whether the object of an entry being released was just read (a load, a writeback) or
+/// nobody touched it lately (an invalidation, a store over an old entry): only then does the
+/// release start the free's cache misses early.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Object {
+    Cold,
+    JustRead,
+}
+
 impl Inner {
     /// Set a slot to `Empty` or `Zero`, freeing whatever it held (entry, zero mark, disk block).
     pub(crate) fn replace_slot(
@@ -87,7 +96,7 @@ impl Inner {
     #[inline]
     pub(crate) fn after_replace(&self, old: SlotWord, old_entry: Option<Entry>, new_zero: bool) {
         if let Some(e) = old_entry {
-            self.release_cold_entry(e);
+            self.release_entry(e, Object::Cold);
         }
         match (old.value() == SlotValue::Zero, new_zero) {
             (false, true) => self.stats.add(G::ZeroPages as usize, 1),
@@ -105,7 +114,7 @@ impl Inner {
             if old.zero_entry() {
                 self.release_zero_entry(&e);
             } else {
-                self.release_cold_entry(e);
+                self.release_entry(e, Object::Cold);
             }
         }
         if old.value() == SlotValue::Zero {
@@ -115,29 +124,21 @@ impl Inner {
 
     /// Free everything an entry holds once it is out of the index: LRU node, pool object,
     /// charge, counters, and last its pool reference (which may free an old pool).
-    pub(crate) fn release_entry(&self, e: Entry) {
-        self.release_entry_on(crate::stats::stripe_index(), e);
-    }
-
-    /// `release_entry` of an entry whose object nobody touched lately (an invalidation, a
-    /// store over an old entry): the free writes the handle's state word and the object's
-    /// header under the class lock, so their misses start first, behind the LRU unlink. A load
-    /// or a writeback has just read the object and skips this.
-    pub(crate) fn release_cold_entry(&self, e: Entry) {
-        if let Some(h) = Handle::from_raw(e.handle) {
-            // SAFETY: as in `release_entry_on`: the caller owns the entry's pool reference.
-            let pool = unsafe { self.pools.get(e.pool) };
-            pool.zs.prefetch_free(h, ObjHint(e.hint));
-        }
-        self.release_entry(e);
+    pub(crate) fn release_entry(&self, e: Entry, object: Object) {
+        self.release_entry_on(crate::stats::stripe_index(), e, object);
     }
 
     /// `release_entry` with the calling thread's counter stripe already looked up.
-    pub(crate) fn release_entry_on(&self, stripe: usize, e: Entry) {
+    pub(crate) fn release_entry_on(&self, stripe: usize, e: Entry, object: Object) {
         // SAFETY: the entry was taken out of the index by the caller, which now owns its pool
         // reference until the `put` below, the last use of `pool`.
         let pool = unsafe { self.pools.get(e.pool) };
         let handle = Handle::from_raw(e.handle);
+        if let (Some(h), Object::Cold) = (handle, object) {
+            // The free writes the handle's state word and the object's header under the class
+            // lock: start those misses now, behind the LRU unlink.
+            pool.zs.prefetch_free(h, ObjHint(e.hint));
+        }
         if let Some(c) = self.cgroups.get(u32::from(e.cgroup)) {
             // The entry's list: its node's, offset by its pool's with per-pool lists.
             c.lists[pool.lane_base + usize::from(e.node)].remove(e.lru);

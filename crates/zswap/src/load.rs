@@ -349,7 +349,7 @@ impl Inner {
                 t.set_word(i, w.with_value(SlotValue::Empty));
                 shard.wake(&t);
                 drop(t);
-                self.release_entry_on(stripe, e);
+                self.release_entry_on(stripe, e, crate::entry::Object::JustRead);
                 self.count_on(stripe, G::Zswpin);
                 self.cgroups
                     .event_on(stripe, u32::from(e.cgroup), C::Zswpin);

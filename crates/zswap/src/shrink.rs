@@ -137,7 +137,7 @@ impl Inner {
                 );
                 shard.wake(&t);
                 drop(t);
-                self.release_entry(e);
+                self.release_entry(e, crate::entry::Object::JustRead);
                 self.count(G::WrittenBackPages);
                 self.count(G::Zswpwb);
                 self.cgroups.event(u32::from(e.cgroup), C::Zswpwb);
