@@ -623,12 +623,16 @@ fn compress_small(src: &[u8], dst: &mut [u8], slots: &mut [u16; SMALL_SLOTS], ep
             if ip > mflimit {
                 break 'main;
             }
+            // Insert ip - 2, then re-probe at the match end: a hit starts a match with no
+            // literals. The re-probe's slot is read before the insert's store (so that the
+            // load does not wait for it) and takes ip - 2 when both hash alike.
             let p2 = ip.wrapping_sub(2);
-            set(hash4(rd32(p2)), p2);
-            // Immediate re-probe at the match end: a hit starts a match with no literals.
+            let h2 = hash4(rd32(p2));
             let v = rd32(ip);
             let h = hash4(v);
-            m = get(h);
+            let found = get(h);
+            set(h2, p2);
+            m = if h == h2 { p2 } else { found };
             set(h, ip);
             if rd32(m) != v {
                 break;
