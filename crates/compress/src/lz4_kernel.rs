@@ -577,16 +577,26 @@ fn compress_small(src: &[u8], dst: &mut [u8], slots: &mut [u16; SMALL_SLOTS], ep
             op = op.wrapping_add(2);
             let a = ip.wrapping_add(MINMATCH);
             let b = m.wrapping_add(MINMATCH);
-            'counted: {
+            // The 4 bytes at the match end, for the re-probe.
+            let v = 'counted: {
                 // Most matches end within the first 8 bytes: length below 15, no extra bytes.
                 let (mut a2, mut b2) = (a, b);
                 if a <= mlim8 {
-                    let x = rd64(a) ^ rd64(b);
+                    let wa = rd64(a);
+                    let x = wa ^ rd64(b);
                     if x != 0 {
-                        let mc = (x.trailing_zeros() / 8) as usize;
+                        let sh = x.trailing_zeros() & 56;
+                        let mc = (sh / 8) as usize;
                         ip = a.wrapping_add(mc);
                         tok += mc as u8;
-                        break 'counted;
+                        // The bytes at ip from the words already at hand rather than a load
+                        // that would wait for ip: a + 12 <= iend - 1 here.
+                        let wq = rd64(a.wrapping_add(4));
+                        // Bytes a..a + 12 as one number, shifted down to ip = a + sh / 8.
+                        let w = u128::from(wa) | u128::from(wq >> 32) << 64;
+                        let v = (w >> sh) as u32;
+                        debug_assert_eq!(v, rd32(ip));
+                        break 'counted v;
                     }
                     a2 = a.wrapping_add(8);
                     b2 = b.wrapping_add(8);
@@ -615,7 +625,9 @@ fn compress_small(src: &[u8], dst: &mut [u8], slots: &mut [u16; SMALL_SLOTS], ep
                 } else {
                     tok += mc as u8;
                 }
-            }
+                // ip <= matchlimit = iend - 5.
+                rd32(ip)
+            };
             debug_assert!(in_dst(token, 1));
             // SAFETY: token < op, inside the output written so far.
             unsafe { *token = tok };
@@ -628,7 +640,6 @@ fn compress_small(src: &[u8], dst: &mut [u8], slots: &mut [u16; SMALL_SLOTS], ep
             // load does not wait for it) and takes ip - 2 when both hash alike.
             let p2 = ip.wrapping_sub(2);
             let h2 = hash4(rd32(p2));
-            let v = rd32(ip);
             let h = hash4(v);
             let found = get(h);
             set(h2, p2);
