@@ -643,7 +643,11 @@ fn compress_small(src: &[u8], dst: &mut [u8], slots: &mut [u16; SMALL_SLOTS], ep
             let h = hash4(v);
             let found = get(h);
             set(h2, p2);
-            m = if h == h2 { p2 } else { found };
+            m = found;
+            if h == h2 {
+                // Rare outside period-2 data: a branch keeps it off the load's critical path.
+                m = same_slot(p2);
+            }
             set(h, ip);
             if rd32(m) != v {
                 break;
@@ -672,6 +676,14 @@ fn compress_small(src: &[u8], dst: &mut [u8], slots: &mut [u16; SMALL_SLOTS], ep
     let at = op.addr() - d0.addr();
     dst[at..at + last].copy_from_slice(&src[n - last..]);
     at + last
+}
+
+/// The re-probe's candidate when ip - 2 and ip share a slot: out of line so that the common
+/// case is a predicted branch, not a conditional move on the critical path.
+#[cold]
+#[inline(never)]
+fn same_slot(p2: *const u8) -> *const u8 {
+    p2
 }
 
 /// Writes a length beyond the 4 bits of a token at `op` (255s, then the remainder) and
