@@ -51,13 +51,15 @@
 //! step grows every 64 failed probes), backward "catch up" of a found match, and an immediate
 //! re-probe at the end of every match.
 //!
-//! Safe Rust except the probe loop's unchecked loads (each proven by the loop bounds, checked by
-//! debug assertions, and the output writes, all within the LZ4 worst-case bound); the output is
+//! Inputs below 64 KiB (pages) take [`compress_small`], a raw-pointer loop whose unchecked loads
+//! and stores are each proven by the loop bounds and the LZ4 worst-case bound (documented there,
+//! checked by debug assertions); larger inputs take the generic, mostly safe `compress_with`,
+//! which with 16-bit positions is also the tests' reference for the fast path. The output is
 //! a standard LZ4 block (any LZ4 decoder reads it). Its table is epoch-tagged instead of cleared
-//! per input ([`Table`]). On captured program memory it runs at liblz4's speed (1.01-1.03x its
-//! time at the median, docs/benchmarks/compress.md), so [`crate::compress`] keeps the
-//! long-proven liblz4 for the store path and the estimator uses
-//! [`crate::compress_kernel_exact`].
+//! per input ([`Table`]). On the four captured corpora (pg, jvm, go, node) it takes 0.83-0.95x
+//! liblz4 1.10's time per page at the median (`lzo_speed`, three alternating rounds of seven;
+//! it was 1.01-1.03x before the fast path, docs/benchmarks/compress.md). [`crate::compress`]
+//! still uses liblz4 for the store path and the estimator uses [`crate::compress_kernel_exact`].
 
 use crate::Error;
 
@@ -108,12 +110,15 @@ trait Positions {
     fn set(&mut self, h: usize, pos: usize);
 }
 
-/// Inputs below [`LIMIT_64K`]: 16-bit slots offset by the epoch.
+/// Inputs below [`LIMIT_64K`]: 16-bit slots offset by the epoch. Only the tests use it now,
+/// with [`compress_with`] as the reference for [`compress_small`].
+#[cfg(test)]
 struct Small<'a> {
     slots: &'a mut [u16; 1 << (HASH_LOG + 1)],
     epoch: u32,
 }
 
+#[cfg(test)]
 impl Positions for Small<'_> {
     const SMALL: bool = true;
     #[inline(always)]
@@ -290,14 +295,7 @@ pub(crate) fn compress_exact(src: &[u8], dst: &mut [u8], table: &mut Table) -> u
         table.epoch = 0;
     }
     let epoch = table.epoch;
-    let k = compress_with(
-        src,
-        dst,
-        &mut Small {
-            slots: &mut table.small,
-            epoch,
-        },
-    );
+    let k = compress_small(src, dst, &mut table.small, epoch);
     // Above every position this input stored.
     table.epoch = epoch + (n - MFLIMIT + 1) as u32;
     k
@@ -437,6 +435,275 @@ fn compress_with<T: Positions>(src: &[u8], dst: &mut [u8], table: &mut T) -> usi
     op + last
 }
 
+/// Slots of the small-input table.
+const SMALL_SLOTS: usize = 1 << (HASH_LOG + 1);
+
+/// The 13-bit slot of the 4 bytes `v` (inputs below [`LIMIT_64K`]).
+#[inline(always)]
+fn hash4(v: u32) -> usize {
+    (v.wrapping_mul(2_654_435_761) >> (32 - (HASH_LOG + 1))) as usize
+}
+
+/// [`compress_with`] for inputs of [`MIN_LENGTH`]..[`LIMIT_64K`] bytes with the epoch-tagged
+/// 16-bit table, on raw pointers: the same decisions, so the same bytes (the tests compare
+/// the two).
+///
+/// A slot holds a "tagged" position, input index + `epoch`: the tag of a pointer `p` is
+/// `p.addr() - base`, and a stale slot (below `epoch`) is clamped up to `epoch`, i.e. index 0,
+/// as in [`Small::get`].
+///
+/// Bounds: every probed or hashed pointer is at most `mflimit + 1 = iend - 11`, so the 4-byte
+/// loads there stay inside the input; match candidates are earlier; the count loads 8 bytes
+/// only below `mlim8 + 8 = iend - 5`. Every output byte lies below the final output length,
+/// except the literal copy's 8-byte steps (at most 7 bytes past the literals, which end at
+/// most `ip + ip / 255 + 2` bytes into `dst` for `ip <= iend - 12`), all inside the worst-case
+/// bound `dst.len() >= bound(n)` asserted on entry.
+#[inline(never)]
+fn compress_small(src: &[u8], dst: &mut [u8], slots: &mut [u16; SMALL_SLOTS], epoch: u32) -> usize {
+    let n = src.len();
+    assert!((MIN_LENGTH..LIMIT_64K).contains(&n));
+    assert!(dst.len() >= bound(n));
+    assert!(epoch as usize + (n - MFLIMIT) <= u16::MAX as usize);
+    let e = epoch as usize;
+    let s0 = src.as_ptr();
+    let iend = s0.wrapping_add(n);
+    // `sp + tag` is the byte at that tag; `sp` itself may lie before the input and is only
+    // offset back into it.
+    let sp = s0.wrapping_sub(e);
+    let base = sp.addr();
+    let mflimit = iend.wrapping_sub(MFLIMIT);
+    // The last start of an 8-byte count load: its end is matchlimit = iend - LASTLITERALS.
+    let mlim8 = iend.wrapping_sub(LASTLITERALS + 8);
+    let matchlimit = iend.wrapping_sub(LASTLITERALS);
+    let d0 = dst.as_mut_ptr();
+    let dend = d0.wrapping_add(dst.len());
+    let tp = slots.as_mut_ptr();
+
+    let in_src = |p: *const u8, len: usize| p >= s0 && p.addr() + len <= iend.addr();
+    let rd32 = |p: *const u8| -> u32 {
+        debug_assert!(in_src(p, 4));
+        // SAFETY: inside the input (see the bounds above; asserted in debug builds).
+        unsafe { u32::from_le(p.cast::<u32>().read_unaligned()) }
+    };
+    let rd64 = |p: *const u8| -> u64 {
+        debug_assert!(in_src(p, 8));
+        // SAFETY: as `rd32`.
+        unsafe { u64::from_le(p.cast::<u64>().read_unaligned()) }
+    };
+    let byte = |p: *const u8| -> u8 {
+        debug_assert!(in_src(p, 1));
+        // SAFETY: as `rd32`.
+        unsafe { *p }
+    };
+    // The stored position as a pointer, the input's start when stale.
+    let get = |h: usize| -> *const u8 {
+        debug_assert!(h < SMALL_SLOTS);
+        // SAFETY: `hash4` returns 13 bits, below SMALL_SLOTS.
+        let tag = unsafe { *tp.add(h) } as usize;
+        sp.wrapping_add(tag.max(e))
+    };
+    let set = |h: usize, p: *const u8| {
+        debug_assert!(h < SMALL_SLOTS && in_src(p, 0));
+        // SAFETY: as `get`. Tags are at most e + n - MFLIMIT, which fits 16 bits (asserted on
+        // entry).
+        unsafe { *tp.add(h) = (p.addr() - base) as u16 };
+    };
+    let in_dst = |o: *mut u8, len: usize| o >= d0 && o.addr() + len <= dend.addr();
+
+    let mut op = d0;
+    let mut anchor = s0;
+    set(hash4(rd32(s0)), s0);
+    let mut ip = s0.wrapping_add(1);
+    let mut forward_h = hash4(rd32(ip));
+    'main: loop {
+        // Probe forward until 4 bytes match, skipping faster after many misses.
+        let mut forward_ip = ip;
+        let mut step = 1usize;
+        let mut search_nb = 1u32 << SKIP_TRIGGER;
+        let mut m;
+        loop {
+            let h = forward_h;
+            ip = forward_ip;
+            forward_ip = forward_ip.wrapping_add(step);
+            step = (search_nb >> SKIP_TRIGGER) as usize;
+            search_nb += 1;
+            if forward_ip > mflimit {
+                break 'main;
+            }
+            m = get(h);
+            forward_h = hash4(rd32(forward_ip));
+            set(h, ip);
+            if rd32(m) == rd32(ip) {
+                break;
+            }
+        }
+        // Extend the match backwards over pending literals (not before the input).
+        while ip > anchor && m > s0 && byte(ip.wrapping_sub(1)) == byte(m.wrapping_sub(1)) {
+            ip = ip.wrapping_sub(1);
+            m = m.wrapping_sub(1);
+        }
+        let lit = ip.addr() - anchor.addr();
+        let mut token = op;
+        op = op.wrapping_add(1);
+        // The token is written last, once the match length is known.
+        let mut tok = if lit >= RUN_MASK {
+            op = put_len(op, dend, lit - RUN_MASK);
+            (RUN_MASK << ML_BITS) as u8
+        } else {
+            (lit << ML_BITS) as u8
+        };
+        // Literals in 8-byte steps (reads end before ip + 8 <= iend - 4).
+        let mut k = 0;
+        loop {
+            let v = rd64(anchor.wrapping_add(k));
+            debug_assert!(in_dst(op.wrapping_add(k), 8));
+            // SAFETY: within the worst-case bound (see the function's doc).
+            unsafe { op.add(k).cast::<u64>().write_unaligned(v) };
+            k += 8;
+            if k >= lit {
+                break;
+            }
+        }
+        op = op.wrapping_add(lit);
+
+        loop {
+            // Offset, then match length.
+            debug_assert!(in_dst(op, 2));
+            // SAFETY: part of the output (see the function's doc).
+            unsafe {
+                op.cast::<[u8; 2]>()
+                    .write_unaligned(((ip.addr() - m.addr()) as u16).to_le_bytes())
+            };
+            op = op.wrapping_add(2);
+            let a = ip.wrapping_add(MINMATCH);
+            let b = m.wrapping_add(MINMATCH);
+            // The 4 bytes at the match end, for the re-probe.
+            let v = 'counted: {
+                // Most matches end within the first 8 bytes: length below 15, no extra bytes.
+                let (mut a2, mut b2) = (a, b);
+                if a <= mlim8 {
+                    let wa = rd64(a);
+                    let x = wa ^ rd64(b);
+                    if x != 0 {
+                        let sh = x.trailing_zeros() & 56;
+                        let mc = (sh / 8) as usize;
+                        ip = a.wrapping_add(mc);
+                        tok += mc as u8;
+                        // The bytes at ip from the words already at hand rather than a load
+                        // that would wait for ip: a + 12 <= iend - 1 here.
+                        let wq = rd64(a.wrapping_add(4));
+                        // Bytes a..a + 12 as one number, shifted down to ip = a + sh / 8.
+                        let w = u128::from(wa) | u128::from(wq >> 32) << 64;
+                        let v = (w >> sh) as u32;
+                        debug_assert_eq!(v, rd32(ip));
+                        break 'counted v;
+                    }
+                    a2 = a.wrapping_add(8);
+                    b2 = b.wrapping_add(8);
+                }
+                // The rest, up to matchlimit.
+                let end = loop {
+                    if a2 > mlim8 {
+                        while a2 < matchlimit && byte(a2) == byte(b2) {
+                            a2 = a2.wrapping_add(1);
+                            b2 = b2.wrapping_add(1);
+                        }
+                        break a2;
+                    }
+                    let x = rd64(a2) ^ rd64(b2);
+                    if x != 0 {
+                        break a2.wrapping_add((x.trailing_zeros() / 8) as usize);
+                    }
+                    a2 = a2.wrapping_add(8);
+                    b2 = b2.wrapping_add(8);
+                };
+                let mc = end.addr() - a.addr();
+                ip = end;
+                if mc >= ML_MASK {
+                    tok += ML_MASK as u8;
+                    op = put_len(op, dend, mc - ML_MASK);
+                } else {
+                    tok += mc as u8;
+                }
+                // ip <= matchlimit = iend - 5.
+                rd32(ip)
+            };
+            debug_assert!(in_dst(token, 1));
+            // SAFETY: token < op, inside the output written so far.
+            unsafe { *token = tok };
+            anchor = ip;
+            if ip > mflimit {
+                break 'main;
+            }
+            // Insert ip - 2, then re-probe at the match end: a hit starts a match with no
+            // literals. The re-probe's slot is read before the insert's store (so that the
+            // load does not wait for it) and takes ip - 2 when both hash alike.
+            let p2 = ip.wrapping_sub(2);
+            let h2 = hash4(rd32(p2));
+            let h = hash4(v);
+            let found = get(h);
+            set(h2, p2);
+            m = found;
+            if h == h2 {
+                // Rare outside period-2 data: a branch keeps it off the load's critical path.
+                m = same_slot(p2);
+            }
+            set(h, ip);
+            if rd32(m) != v {
+                break;
+            }
+            token = op;
+            tok = 0;
+            op = op.wrapping_add(1);
+        }
+        ip = ip.wrapping_add(1);
+        forward_h = hash4(rd32(ip));
+    }
+
+    let last = iend.addr() - anchor.addr();
+    let tok = if last >= RUN_MASK {
+        (RUN_MASK << ML_BITS) as u8
+    } else {
+        (last << ML_BITS) as u8
+    };
+    debug_assert!(in_dst(op, 1));
+    // SAFETY: part of the output (see the function's doc).
+    unsafe { *op = tok };
+    op = op.wrapping_add(1);
+    if last >= RUN_MASK {
+        op = put_len(op, dend, last - RUN_MASK);
+    }
+    let at = op.addr() - d0.addr();
+    dst[at..at + last].copy_from_slice(&src[n - last..]);
+    at + last
+}
+
+/// The re-probe's candidate when ip - 2 and ip share a slot: out of line so that the common
+/// case is a predicted branch, not a conditional move on the critical path.
+#[cold]
+#[inline(never)]
+fn same_slot(p2: *const u8) -> *const u8 {
+    p2
+}
+
+/// Writes a length beyond the 4 bits of a token at `op` (255s, then the remainder) and
+/// returns the pointer after it. `dend` is the end of the destination (debug builds check).
+#[inline(always)]
+fn put_len(mut op: *mut u8, dend: *mut u8, mut n: usize) -> *mut u8 {
+    while n >= 255 {
+        debug_assert!(op < dend);
+        // SAFETY: part of the output, within the worst-case bound (see `compress_small`).
+        unsafe { *op = 255 };
+        op = op.wrapping_add(1);
+        n -= 255;
+    }
+    debug_assert!(op < dend);
+    // SAFETY: as above.
+    unsafe { *op = n as u8 };
+    let _ = dend;
+    op.wrapping_add(1)
+}
+
 /// [`compress_exact`] with a caller-sized destination (scratch copy when it is below the bound).
 pub(crate) fn compress(
     src: &[u8],
@@ -522,6 +789,75 @@ mod tests {
                 };
                 assert_eq!(m, src.len() as i32);
                 assert_eq!(out[..src.len()], src[..]);
+            }
+        }
+    }
+
+    /// Deterministic test input of `len` bytes: literals from a small or a full alphabet,
+    /// byte runs and copies from earlier offsets (short and long), mixed by `seed`.
+    fn generated(len: usize, seed: u64) -> Vec<u8> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut v: Vec<u8> = Vec::with_capacity(len + 64);
+        while v.len() < len {
+            let r = next();
+            let k = 1 + (r >> 8) as usize % if r & 0x100 != 0 { 8 } else { 40 };
+            match r % 5 {
+                0 => v.extend((0..k).map(|_| (next() % 4) as u8)),
+                1 => v.extend((0..k).map(|_| next() as u8)),
+                2 => v.extend(std::iter::repeat_n((r >> 40) as u8 & 3, k)),
+                _ if !v.is_empty() => {
+                    let back =
+                        1 + (next() as usize) % v.len().min(if r & 8 != 0 { 16 } else { 70_000 });
+                    let from = v.len() - back;
+                    for i in 0..k {
+                        let b = v[from + i];
+                        v.push(b);
+                    }
+                }
+                _ => v.push(r as u8),
+            }
+        }
+        v.truncate(len);
+        v
+    }
+
+    /// The pointer-based fast path gives the reference implementation's bytes (the generic
+    /// loop with [`Small`] positions, fresh table) on every input size up to 4096 and more,
+    /// with a table reused across all of them (so every epoch and its wrap-around are hit).
+    #[test]
+    fn fast_path_equals_reference() {
+        let mut reused = Table::new_boxed();
+        let (sizes, seeds): (Vec<usize>, u64) = if cfg!(miri) {
+            ((0..80).chain([255, 300, 1000]).collect(), 1)
+        } else {
+            ((0..=4100).chain([8191, 20_000, 65_546]).collect(), 3)
+        };
+        for len in sizes {
+            for seed in 0..seeds {
+                let src = generated(len, seed * 1_000_003 + len as u64);
+                let mut a = vec![0u8; bound(len)];
+                let na = compress_exact(&src, &mut a, &mut reused);
+                let mut fresh = Table::new_boxed();
+                let mut b = vec![0u8; bound(len)];
+                let nb = if !(MIN_LENGTH..LIMIT_64K).contains(&len) {
+                    compress_exact(&src, &mut b, &mut fresh)
+                } else {
+                    compress_with(
+                        &src,
+                        &mut b,
+                        &mut Small {
+                            slots: &mut fresh.small,
+                            epoch: 0,
+                        },
+                    )
+                };
+                assert_eq!(a[..na], b[..nb], "input of {len} bytes, seed {seed}");
             }
         }
     }
