@@ -266,7 +266,7 @@ pub enum Error {
 /// [`Error::DstTooSmall`]. Uses this thread's cached context for `alg`.
 pub fn compress(alg: Algorithm, src: &[u8], dst: &mut [u8]) -> Result<usize, Error> {
     match alg {
-        Algorithm::Lz4 => lz4::compress(src, dst),
+        Algorithm::Lz4 => lz4_kernel::compress_tls(src, dst),
         Algorithm::Lzo => lzo_codec::compress(src, dst, false),
         Algorithm::LzoRle => lzo_codec::compress(src, dst, true),
         Algorithm::Zstd { level } => zstd_codec::compress(level, src, dst),
@@ -277,17 +277,23 @@ pub fn compress(alg: Algorithm, src: &[u8], dst: &mut [u8]) -> Result<usize, Err
 /// Compresses `src` into output whose size equals, page for page, what the running kernel's
 /// compressor produces (what zram's `compr_data_size` and the zswap pool account).
 ///
-/// - `lzo`, `lzo-rle`: identical to [`compress`] (`uzswap-lzo` *is* the kernel's algorithm).
-/// - `lz4`: a Rust re-implementation of the kernel's older LZ4 (module `lz4_kernel`), which
-///   differs from liblz4 1.10 on a few % of pages by 1-4 bytes. Slower than [`compress`]; meant
-///   for the estimator, not the store path. Any LZ4 decoder reads its output.
-/// - `zstd`, `deflate`: identical to [`compress`]; not verified against the kernel (the
-///   reference kernel's zram offers neither).
+/// Since every built-in compressor is kernel-exact, this is [`compress`]; it stays as the name
+/// the estimator and the conformance tests ask for.
+/// - `lzo`, `lzo-rle`: `uzswap-lzo` *is* the kernel's algorithm.
+/// - `lz4`: a Rust re-implementation of the kernel's older LZ4 (module `lz4_kernel`), whose
+///   output differs from liblz4 1.10's on a few % of pages by 1-4 bytes. Any LZ4 decoder reads
+///   it.
+/// - `zstd`, `deflate`: not verified against the kernel (the reference kernel's zram offers
+///   neither).
 pub fn compress_kernel_exact(alg: Algorithm, src: &[u8], dst: &mut [u8]) -> Result<usize, Error> {
-    match alg {
-        Algorithm::Lz4 => lz4_kernel::compress_tls(src, dst),
-        _ => compress(alg, src, dst),
-    }
+    compress(alg, src, dst)
+}
+
+/// liblz4 1.10's block compressor (`LZ4_compress_fast_extState_fastReset`, acceleration 1),
+/// which the store path used until 2026-11-27: kept as the reference that the Rust LZ4 is
+/// measured against (`lzo_speed`, the conformance tests), not used by the cache.
+pub fn compress_liblz4(src: &[u8], dst: &mut [u8]) -> Result<usize, Error> {
+    lz4::compress(src, dst)
 }
 
 /// Decompresses `src` into `dst` and returns the decompressed length.
