@@ -16,11 +16,14 @@
 //!   only and `lzo`/`lzo-rle` give [`Error::NotBuiltIn`] (docs/licensing.md). "Kernel-exact"
 //!   means the same compressed bytes, hence the same size per page, as the kernel's `lib/lzo`
 //!   on x86-64; the estimator relies on it.
-//! - [`compress_kernel_exact`]: sizes as the kernel computes them, also for lz4 (a Rust copy of
-//!   the kernel's older LZ4 rules, module `lz4_kernel`; the store path keeps the faster liblz4).
+//! - `lz4`: a Rust copy of the kernel's older LZ4 rules (module `lz4_kernel`), so sizes are the
+//!   kernel's for every built-in compressor ([`compress_kernel_exact`] is [`compress`]). Its
+//!   raw-pointer fast path takes 0.83-0.95x the time of liblz4 1.10, which the store path used
+//!   until 2026-11-27 and which stays as the reference ([`compress_liblz4`]); liblz4 still
+//!   decodes (module `lz4`).
 //!
-//! Verified per page against zram0 (crates/conformance/tests/compress_sizes_match_zram.rs): lzo, lzo-rle and kernel-exact lz4
-//! match on 100 % of ~2000 real pages; liblz4 1.10 on ~95.5 %.
+//! Verified per page against zram0 (crates/conformance/tests/compress_sizes_match_zram.rs): lzo,
+//! lzo-rle and lz4 match on 100 % of ~2000 real pages; liblz4 1.10's compressor on ~95.7 %.
 //!
 //! Data layout: stateless API; each codec module keeps its thread-local context cache
 //! (`RefCell` inside `thread_local!`), so there is no lock anywhere in this crate and no lock
@@ -64,7 +67,7 @@ pub const DEFLATE_DEFAULT_LEVEL: u32 = 6;
 /// A page compressor, named as the kernel names it.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum Algorithm {
-    /// LZ4 (liblz4 1.10, acceleration 1).
+    /// LZ4 as the kernel's `lib/lz4` (LZ4 1.7.x rules, acceleration 1), decoded by liblz4 1.10.
     Lz4,
     /// LZO1X-1 as the kernel's `lzo`.
     Lzo,

@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
-//! LZ4 through the C liblz4 1.10 bundled by `lz4-sys`, with one reused state per thread.
+//! The C liblz4 1.10 bundled by `lz4-sys`: the LZ4 decoder of the load path, and the reference
+//! compressor (`crate::compress_liblz4`) that the Rust kernel-exact compressor (`lz4_kernel`,
+//! the store path's since 2026-11-27) is measured against. One reused state per thread.
 //!
 //! Why liblz4 and not lz4_flex: measured on this machine (CPU time per page, see
 //! docs/benchmarks/compress.md), the two tie on compression (within ±3 %, the order varying
 //! between runs) and liblz4 decompresses 17-27 % faster than lz4_flex built without its
 //! `safe-*` features; the load budget against zram is only ~0.4 µs per page. The reused state (`LZ4_compress_fast_extState_fastReset`)
 //! gives output byte-identical to `LZ4_compress_default`; that matches the kernel's zram lz4
-//! size on ~96 % of pages. For the exact kernel size use `compress_kernel_exact`.
+//! size on ~96 % of pages.
 
 use std::cell::RefCell;
 use std::os::raw::{c_char, c_int, c_void};

@@ -58,8 +58,8 @@
 //! a standard LZ4 block (any LZ4 decoder reads it). Its table is epoch-tagged instead of cleared
 //! per input ([`Table`]). On the four captured corpora (pg, jvm, go, node) it takes 0.83-0.95x
 //! liblz4 1.10's time per page at the median (`lzo_speed`, three alternating rounds of seven;
-//! it was 1.01-1.03x before the fast path, docs/benchmarks/compress.md). [`crate::compress`]
-//! still uses liblz4 for the store path and the estimator uses [`crate::compress_kernel_exact`].
+//! it was 1.01-1.03x before the fast path, docs/benchmarks/compress.md), so it is the store
+//! path's LZ4 compressor ([`crate::compress`]) since 2026-11-27.
 
 use crate::Error;
 

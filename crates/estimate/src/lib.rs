@@ -228,8 +228,8 @@ fn compress_all(
             continue;
         }
         let t = Instant::now();
-        // The kernel-exact variant: for lz4 the kernel runs the older LZ4 match-limit rule,
-        // which liblz4 1.10 (the store path's codec) differs from on ~4% of pages.
+        // Kernel-exact sizes (for lz4 the kernel's older LZ4 match-limit rule, which liblz4
+        // 1.10 differs from on ~4% of pages): the same compressor as the store path.
         let r = uzswap_compress::compress_kernel_exact(alg, page, &mut dst);
         out.elapsed_ns += t.elapsed().as_nanos();
         out.compressed_pages += 1;
