@@ -9,9 +9,7 @@
 
 use uzswap_conformance::pages as common;
 
-use uzswap_compress::{
-    compress, compress_kernel_exact, compress_liblz4, Algorithm, MAX_COMPRESSED_LEN,
-};
+use uzswap_compress::{compress, compress_liblz4, Algorithm, MAX_COMPRESSED_LEN};
 use uzswap_kernel::zram::{Zram, PAGE_SIZE};
 
 /// zsmalloc's huge_class_size with the default chain size 8 (see kernel-notes).
@@ -19,8 +17,6 @@ const HUGE_CLASS_SIZE: usize = 3625;
 
 #[derive(Default, Debug)]
 struct Tally {
-    /// Pages where `compress_kernel_exact` gave the kernel's size (compare() counts both).
-    exact_kernel_fn: usize,
     /// lz4 only: pages where liblz4 1.10 (`compress_liblz4`, the store path's codec until
     /// 2026-11-27) gave the kernel's size.
     exact_liblz4: usize,
@@ -53,13 +49,10 @@ fn compare(alg: Algorithm, pages: &[Vec<u8>]) -> Tally {
             t.same_filled += 1;
             continue;
         }
+        // `compress` is also `compress_kernel_exact`: every built-in compressor is kernel-exact.
         let ours = compress(alg, p, &mut buf).unwrap();
-        let ours_exact = compress_kernel_exact(alg, p, &mut buf).unwrap();
         t.compared += 1;
         let matches = |n: usize| (huge && n >= HUGE_CLASS_SIZE) || (!huge && n == kernel);
-        if matches(ours_exact) {
-            t.exact_kernel_fn += 1;
-        }
         if alg == Algorithm::Lz4 && matches(compress_liblz4(p, &mut buf).unwrap()) {
             t.exact_liblz4 += 1;
         }
@@ -111,23 +104,22 @@ fn per_page_sizes_match_the_kernel() {
         let t = compare(alg, &pages);
         let rate = t.exact as f64 / t.compared.max(1) as f64;
         eprintln!(
-            "{alg}: compress(): {} of {} pages exact ({:.2} %); compress_kernel_exact(): {} exact; liblz4: {} exact; {} same-filled skipped, {} huge in both; first compress() mismatches (page, ours, kernel): {:?}",
+            "{alg}: compress(): {} of {} pages exact ({:.2} %); liblz4: {} exact; {} same-filled skipped, {} huge in both; first compress() mismatches (page, ours, kernel): {:?}",
             t.exact,
             t.compared,
             rate * 100.0,
-            t.exact_kernel_fn,
             t.exact_liblz4,
             t.same_filled,
             t.huge_both,
             &t.mismatches[..t.mismatches.len().min(10)]
         );
         assert!(t.compared > 1000, "{alg}: too few pages compared");
-        assert_eq!(
-            t.exact_kernel_fn, t.compared,
-            "{alg}: compress_kernel_exact() must give the kernel's size on every page"
-        );
         // Every built-in compressor is a kernel-exact re-implementation: every page matches.
         assert!(t.mismatches.is_empty(), "{alg}: {t:?}");
+        assert_eq!(
+            t.exact, t.compared,
+            "{alg}: the kernel's size on every page"
+        );
         if alg == Algorithm::Lz4 {
             // liblz4 1.10 differs from the kernel's older LZ4 on a few % of pages.
             let liblz4 = t.exact_liblz4 as f64 / t.compared.max(1) as f64;
