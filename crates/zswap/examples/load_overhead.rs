@@ -16,8 +16,11 @@
 //! counters) and the misses that work takes; scattered - raw is the layout's.
 //!
 //! `cargo run --release -p uzswap-zswap --example load_overhead -- FILE.pages [PAGES] [ROUNDS]
-//! [BLOCK]` (a page file from `uzswap capture`; lz4; PAGES 16384, ROUNDS 5, BLOCK 512). A small
-//! PAGES (32) and BLOCK (32) keep everything in cache and give the fixed cost per load.
+//! [BLOCK] [ORDER] [ALG]` (a page file from `uzswap capture`; PAGES 16384, ROUNDS 5, BLOCK 512,
+//! ORDER `slot` or `random` (a fixed permutation of the slots; each side writes its
+//! destinations in visiting order), ALG lz4). A small PAGES (32) and BLOCK (32) keep everything
+//! in cache and give the fixed cost per load; a PAGES whose pool exceeds the last-level cache
+//! (60000 of a real program's pages) gives a random-order load's misses.
 
 use std::hint::black_box;
 use std::sync::Arc;
@@ -41,7 +44,7 @@ fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let Some(path) = args.get(1) else {
-        eprintln!("usage: load_overhead FILE.pages [PAGES] [ROUNDS] [BLOCK]");
+        eprintln!("usage: load_overhead FILE.pages [PAGES] [ROUNDS] [BLOCK] [slot|random] [ALG]");
         std::process::exit(2);
     };
     let corpus = uzswap_corpus::read_page_file(path).unwrap_or_else(|e| {
@@ -55,13 +58,40 @@ fn main() {
         .take(arg(&args, 2, 16384))
         .collect();
     let (n, rounds, block) = (pages.len(), arg(&args, 3, 5), arg(&args, 4, 512).max(1));
-    let alg = Algorithm::Lz4;
+    let random = match args.get(5).map(String::as_str) {
+        None | Some("slot") => false,
+        Some("random") => true,
+        Some(o) => {
+            eprintln!("load_overhead: ORDER is slot or random, not {o}");
+            std::process::exit(2);
+        }
+    };
+    // The visiting order: slot order, or a fixed random permutation (a xorshift shuffle). The
+    // destinations are written in visiting order on all three sides, as `uzswap bench` does.
+    let mut visit: Vec<usize> = (0..n).collect();
+    if random {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for k in (1..n).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            visit.swap(k, (x % (k as u64 + 1)) as usize);
+        }
+    }
+    let alg: Algorithm = match args.get(6).map(|a| a.parse()) {
+        None => Algorithm::Lz4,
+        Some(Ok(a)) => a,
+        Some(Err(e)) => {
+            eprintln!("load_overhead: {e}");
+            std::process::exit(2);
+        }
+    };
 
     let mut buf = vec![0u8; MAX_COMPRESSED_LEN];
     let mut raw = Vec::new();
     let mut spans = Vec::with_capacity(n);
     for p in &pages {
-        let len = compress(alg, p, &mut buf).expect("lz4 compresses any page");
+        let len = compress(alg, p, &mut buf).expect("compresses any page");
         spans.push((raw.len(), len));
         raw.extend_from_slice(&buf[..len]);
     }
@@ -101,9 +131,9 @@ fn main() {
             let per_page = range.len() as f64;
             let time = |d: &mut Vec<u8>, src: &[u8], spans: &[(usize, usize)]| {
                 let t = Instant::now();
-                for k in range.clone() {
-                    let (o, len) = spans[k];
-                    let page = &mut d[k * PAGE_SIZE..(k + 1) * PAGE_SIZE];
+                for j in range.clone() {
+                    let (o, len) = spans[visit[j]];
+                    let page = &mut d[j * PAGE_SIZE..(j + 1) * PAGE_SIZE];
                     black_box(decompress(alg, &src[o..o + len], page).expect("decodes"));
                 }
                 t.elapsed().as_nanos() as f64 / per_page
@@ -111,10 +141,10 @@ fn main() {
             let r = time(&mut dest[0], &raw, &spans);
             let s = time(&mut dest[1], &scattered, &scattered_spans);
             let t = Instant::now();
-            for k in range.clone() {
-                let page = &mut dest[2][k * PAGE_SIZE..(k + 1) * PAGE_SIZE];
+            for j in range.clone() {
+                let page = &mut dest[2][j * PAGE_SIZE..(j + 1) * PAGE_SIZE];
                 black_box(
-                    z.load(SwapSlot::new(0, k as u64), page, false)
+                    z.load(SwapSlot::new(0, visit[j] as u64), page, false)
                         .expect("loads"),
                 );
             }
@@ -124,10 +154,11 @@ fn main() {
             over_load.push(l - r);
         }
     }
-    for (k, p) in pages.iter().enumerate() {
+    // Each destination page holds the page visited at that position.
+    for (j, &k) in visit.iter().enumerate() {
         assert_eq!(
-            &dest[2][k * PAGE_SIZE..(k + 1) * PAGE_SIZE],
-            *p,
+            &dest[2][j * PAGE_SIZE..(j + 1) * PAGE_SIZE],
+            pages[k],
             "page {k} read back"
         );
     }
@@ -136,8 +167,9 @@ fn main() {
         format!("{b:.0} ns ({a:.0}..{c:.0})")
     };
     println!(
-        "{n} pages, {} blocks of {block}: raw lz4 decompress {} per page",
+        "{n} pages, {} blocks of {block}, {} order: raw {alg} decompress {} per page",
         raw_ns.len(),
+        if random { "random" } else { "slot" },
         q(&mut raw_ns)
     );
     println!("  scattered - raw: {}", q(&mut over_scattered));
