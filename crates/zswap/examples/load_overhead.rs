@@ -23,48 +23,29 @@
 //! (60000 of a real program's pages) gives a random-order load's misses.
 
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::Instant;
 
-use uzswap_backing::{SwapFile, SwapSlot};
-use uzswap_compress::{compress, decompress, Algorithm, MAX_COMPRESSED_LEN};
+use uzswap_backing::SwapSlot;
+use uzswap_compress::{compress, decompress, MAX_COMPRESSED_LEN};
 use uzswap_zsmalloc::CLASS_DELTA;
-use uzswap_zswap::{CgroupId, Params, Zswap, PAGE_SIZE};
+use uzswap_zswap::{CgroupId, PAGE_SIZE};
 
-fn arg(args: &[String], i: usize, default: usize) -> usize {
-    args.get(i).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+mod common;
 
-/// Lower quartile, median and upper quartile.
-fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 4], v[v.len() / 2], v[v.len() * 3 / 4])
-}
+use common::{cache, nonzero_pages, quartiles, Cli};
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let Some(path) = args.get(1) else {
-        eprintln!("usage: load_overhead FILE.pages [PAGES] [ROUNDS] [BLOCK] [slot|random] [ALG]");
-        std::process::exit(2);
-    };
-    let corpus = uzswap_corpus::read_page_file(path).unwrap_or_else(|e| {
-        eprintln!("load_overhead: {path}: {e}");
-        std::process::exit(1);
-    });
-    // Zero pages take no pool memory and no decompression: leave them out.
-    let pages: Vec<&[u8]> = corpus
-        .iter()
-        .filter(|p| p.iter().any(|&b| b != 0))
-        .take(arg(&args, 2, 16384))
-        .collect();
-    let (n, rounds, block) = (pages.len(), arg(&args, 3, 5), arg(&args, 4, 512).max(1));
-    let random = match args.get(5).map(String::as_str) {
+    let cli = Cli::parse(
+        "load_overhead",
+        "FILE.pages [PAGES] [ROUNDS] [BLOCK] [slot|random] [ALG]",
+    );
+    let corpus = cli.corpus();
+    let pages = nonzero_pages(&corpus, cli.num(2, 16384));
+    let (n, rounds, block) = (pages.len(), cli.num(3, 5), cli.num(4, 512).max(1));
+    let random = match cli.word(5) {
         None | Some("slot") => false,
         Some("random") => true,
-        Some(o) => {
-            eprintln!("load_overhead: ORDER is slot or random, not {o}");
-            std::process::exit(2);
-        }
+        Some(o) => cli.fail(format_args!("ORDER is slot or random, not {o}"), 2),
     };
     // The visiting order: slot order, or a fixed random permutation (a xorshift shuffle). The
     // destinations are written in visiting order on all three sides, as `uzswap bench` does.
@@ -78,14 +59,7 @@ fn main() {
             visit.swap(k, (x % (k as u64 + 1)) as usize);
         }
     }
-    let alg: Algorithm = match args.get(6).map(|a| a.parse()) {
-        None => Algorithm::Lz4,
-        Some(Ok(a)) => a,
-        Some(Err(e)) => {
-            eprintln!("load_overhead: {e}");
-            std::process::exit(2);
-        }
-    };
+    let alg = cli.alg(6);
 
     let mut buf = vec![0u8; MAX_COMPRESSED_LEN];
     let mut raw = Vec::new();
@@ -110,15 +84,7 @@ fn main() {
         off += class_size(len);
     }
 
-    let dir = std::env::temp_dir();
-    let swap = Arc::new(SwapFile::create_temp(&dir, 0, n as u64).expect("swap file"));
-    let z = Zswap::new(Params {
-        compressor: alg,
-        total_memory_bytes: 1 << 40,
-        ..Params::default()
-    })
-    .expect("cache");
-    z.add_swap_file(swap).expect("swap area");
+    let z = cache(alg, n);
     for (i, p) in pages.iter().enumerate() {
         z.store(SwapSlot::new(0, i as u64), p, CgroupId::ROOT);
     }
@@ -162,16 +128,12 @@ fn main() {
             "page {k} read back"
         );
     }
-    let q = |v: &mut Vec<f64>| {
-        let (a, b, c) = quartiles(v);
-        format!("{b:.0} ns ({a:.0}..{c:.0})")
-    };
     println!(
         "{n} pages, {} blocks of {block}, {} order: raw {alg} decompress {} per page",
         raw_ns.len(),
         if random { "random" } else { "slot" },
-        q(&mut raw_ns)
+        quartiles(&mut raw_ns)
     );
-    println!("  scattered - raw: {}", q(&mut over_scattered));
-    println!("  load - raw:      {}", q(&mut over_load));
+    println!("  scattered - raw: {}", quartiles(&mut over_scattered));
+    println!("  load - raw:      {}", quartiles(&mut over_load));
 }

@@ -16,22 +16,15 @@
 //! lz4).
 
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::Instant;
 
-use uzswap_backing::{SwapFile, SwapSlot};
+use uzswap_backing::SwapSlot;
 use uzswap_compress::{compress, Algorithm, MAX_COMPRESSED_LEN};
-use uzswap_zswap::{CgroupId, LoadOutcome, Params, StoreOutcome, Zswap, PAGE_SIZE};
+use uzswap_zswap::{CgroupId, LoadOutcome, StoreOutcome, Zswap, PAGE_SIZE};
 
-fn arg(args: &[String], i: usize, default: usize) -> usize {
-    args.get(i).and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+mod common;
 
-/// Lower quartile, median and upper quartile.
-fn quartiles(v: &mut [f64]) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 4], v[v.len() / 2], v[v.len() * 3 / 4])
-}
+use common::{cache, nonzero_pages, quartiles, Cli};
 
 /// Raw compression of `pages[range]` then their stores into `z`, in ns per page.
 fn pair(
@@ -63,44 +56,20 @@ fn pair(
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let Some(path) = args.get(1) else {
-        eprintln!("usage: store_overhead FILE.pages [PAGES] [ROUNDS] [BLOCK] [ALG]");
-        std::process::exit(2);
-    };
-    let corpus = uzswap_corpus::read_page_file(path).unwrap_or_else(|e| {
-        eprintln!("store_overhead: {path}: {e}");
-        std::process::exit(1);
-    });
-    // Zero pages take no compression: leave them out.
-    let pages: Vec<&[u8]> = corpus
-        .iter()
-        .filter(|p| p.iter().any(|&b| b != 0))
-        .take(arg(&args, 2, 16384))
-        .collect();
-    let (n, rounds, block) = (pages.len(), arg(&args, 3, 5), arg(&args, 4, 256).max(1));
-    let alg: Algorithm = match args.get(5).map(|a| a.parse()) {
-        None => Algorithm::Lz4,
-        Some(Ok(a)) => a,
-        Some(Err(e)) => {
-            eprintln!("store_overhead: {e}");
-            std::process::exit(2);
-        }
-    };
+    let cli = Cli::parse(
+        "store_overhead",
+        "FILE.pages [PAGES] [ROUNDS] [BLOCK] [ALG]",
+    );
+    let corpus = cli.corpus();
+    let pages = nonzero_pages(&corpus, cli.num(2, 16384));
+    let (n, rounds, block) = (pages.len(), cli.num(3, 5), cli.num(4, 256).max(1));
+    let alg = cli.alg(5);
     let mut buf = vec![0u8; MAX_COMPRESSED_LEN];
-    let dir = std::env::temp_dir();
 
     let (mut raw_ns, mut cold, mut warm) = (Vec::new(), Vec::new(), Vec::new());
     let mut page = vec![0u8; PAGE_SIZE];
     for _ in 0..rounds {
-        let swap = Arc::new(SwapFile::create_temp(&dir, 0, n as u64).expect("swap file"));
-        let z = Zswap::new(Params {
-            compressor: alg,
-            total_memory_bytes: 1 << 40,
-            ..Params::default()
-        })
-        .expect("cache");
-        z.add_swap_file(swap).expect("swap area");
+        let z = cache(alg, n);
         for (pass, out) in [&mut cold, &mut warm].into_iter().enumerate() {
             if pass == 1 {
                 for k in 0..n {
@@ -119,14 +88,10 @@ fn main() {
             assert_eq!(&page[..], *p, "page {k} read back");
         }
     }
-    let q = |v: &mut Vec<f64>| {
-        let (a, b, c) = quartiles(v);
-        format!("{b:.0} ns ({a:.0}..{c:.0})")
-    };
     println!(
         "{n} pages, {rounds} rounds, blocks of {block}: raw {alg} compress {} per page",
-        q(&mut raw_ns)
+        quartiles(&mut raw_ns)
     );
-    println!("  cold store - raw: {}", q(&mut cold));
-    println!("  warm store - raw: {}", q(&mut warm));
+    println!("  cold store - raw: {}", quartiles(&mut cold));
+    println!("  warm store - raw: {}", quartiles(&mut warm));
 }
