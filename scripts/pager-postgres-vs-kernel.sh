@@ -18,28 +18,20 @@ set -u
 SIZE=$1; ROUNDS=$2; KSIZE=${3:-$1}
 UZSWAP=${UZSWAP:-target/release/uzswap}
 PG=/usr/lib/postgresql/15/bin; PORT=54331
-Z=/sys/module/zswap/parameters; CG=/sys/fs/cgroup/memory/uzswap-pg-bench
-SWAP=/var/tmp/uzswap-pg-bench.swap
+CG=/sys/fs/cgroup/memory/uzswap-pg-bench
 Q="set work_mem='1GB'; set max_parallel_workers_per_gather=0; select count(*), sum(c), sum(k::bigint) from (select g % 1500000 as k, count(*) as c from generate_series(1, 4000000) g group by 1) s;"
 W=$(mktemp -d /tmp/uzswap-pg.XXXXXX); chmod 755 "$W"
 cp "$UZSWAP" "$(dirname "$UZSWAP")/libuzswap_preload.so" "$W/"
 mkdir -p "$W/sock" "$W/pg"; chown postgres "$W" "$W/sock" "$W/pg"
 runuser -u postgres -- $PG/initdb -D "$W/pg/data" -A trust -U postgres >/dev/null
 OPTS="-D $W/pg/data -p $PORT -k $W/sock -c listen_addresses=127.0.0.1 -c shared_buffers=16MB"
-exec 9>/run/lock/uzswap-kernel-tests.lock
-flock 9
-old_en=$(cat $Z/enabled); old_alg=$(cat $Z/compressor); old_pool=$(cat $Z/max_pool_percent)
-restore() {
+before_restore() {
     runuser -u postgres -- $PG/pg_ctl -D "$W/pg/data" -m immediate stop >/dev/null 2>&1
-    swapoff "$SWAP" 2>/dev/null; rm -f "$SWAP"
-    echo N > $Z/enabled; echo "$old_alg" > $Z/compressor; echo "$old_pool" > $Z/max_pool_percent
-    echo "$old_en" > $Z/enabled
-    sleep 0.5; [ -d $CG ] && rmdir $CG 2>/dev/null
     rm -rf "$W"
 }
-trap restore EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM HUP
+# shellcheck source=scripts/kernel-side.sh
+. "$(dirname "$0")/kernel-side.sh"
+kernel_side_begin $CG /var/tmp/uzswap-pg-bench.swap "$KSIZE"
 ready() {
     for _ in $(seq 100); do
         runuser -u postgres -- $PG/pg_isready -q -h 127.0.0.1 -p $PORT && return 0
@@ -56,12 +48,9 @@ query() {
 }
 # Immediate: a server whose backend the kernel OOM-killed may hang in a fast shutdown.
 stop() { runuser -u postgres -- $PG/pg_ctl -D "$W/pg/data" -m immediate -w -t 20 stop >/dev/null; }
-vm() { awk '$1=="zswpin"||$1=="zswpout"||$1=="pgmajfault"{printf "%s=%s ", $1, $2}' /proc/vmstat; }
-fallocate -l 4G "$SWAP"; chmod 600 "$SWAP"; mkswap -q "$SWAP"; swapon "$SWAP"
-mkdir -p $CG; echo $((KSIZE << 20)) > $CG/memory.limit_in_bytes
 for i in $(seq 1 "$ROUNDS"); do
     echo "== round $i $(date +%T)"
-    echo N > $Z/enabled; echo lzo > $Z/compressor; echo 20 > $Z/max_pool_percent; echo Y > $Z/enabled
+    zswap_on lzo
     sh -c "echo \$\$ > $CG/tasks; exec runuser -u postgres -- $PG/postgres $OPTS" > "$W/kernel.log" 2>&1 &
     ready || echo "kernel: the server did not start"
     before=$(vm)
@@ -69,7 +58,7 @@ for i in $(seq 1 "$ROUNDS"); do
     echo "  before: $before"
     echo "  after:  $(vm); max usage $(( $(cat $CG/memory.max_usage_in_bytes) >> 20 )) MiB"
     stop; wait
-    echo N > $Z/enabled
+    zswap_off
     runuser -u postgres -- "$W/uzswap" run --memory-max "${SIZE}M" --compressor lzo \
         --budget-covers resident --report "$W/report.json" -- $PG/postgres $OPTS > "$W/uzswap.log" 2>&1 &
     ready || echo "uzswap: the server did not start"

@@ -8,26 +8,11 @@
 set -euo pipefail
 SIZE=$1; ALG=$2; shift 3
 UZSWAP=${UZSWAP:-target/release/uzswap}
-Z=/sys/module/zswap/parameters
 CG=/sys/fs/cgroup/memory/uzswap-run-bench
-SWAP=${SWAPFILE:-/var/tmp/uzswap-run-bench.swap}
-exec 9>/run/lock/uzswap-kernel-tests.lock
-flock 9
-old_en=$(cat $Z/enabled); old_alg=$(cat $Z/compressor); old_pool=$(cat $Z/max_pool_percent)
-restore() {
-    swapoff "$SWAP" 2>/dev/null || true; rm -f "$SWAP"
-    echo N > $Z/enabled; echo "$old_alg" > $Z/compressor; echo "$old_pool" > $Z/max_pool_percent
-    echo "$old_en" > $Z/enabled
-    [ -d $CG ] && rmdir $CG 2>/dev/null || true
-}
-trap restore EXIT
-# A signal must run the restore too (bash skips the EXIT trap when killed by an untrapped one).
-trap 'exit 130' INT
-trap 'exit 143' TERM HUP
-fallocate -l 4G "$SWAP"; chmod 600 "$SWAP"; mkswap -q "$SWAP"; swapon "$SWAP"
-echo N > $Z/enabled; echo "$ALG" > $Z/compressor; echo 20 > $Z/max_pool_percent; echo Y > $Z/enabled
-mkdir -p $CG; echo $((SIZE << 20)) > $CG/memory.limit_in_bytes
-vm() { awk '$1=="zswpin"||$1=="zswpout"||$1=="pswpin"||$1=="pswpout"||$1=="pgmajfault"{printf "%s=%s ", $1, $2}' /proc/vmstat; }
+# shellcheck source=scripts/kernel-side.sh
+. "$(dirname "$0")/kernel-side.sh"
+kernel_side_begin $CG "${SWAPFILE:-/var/tmp/uzswap-run-bench.swap}" "$SIZE"
+zswap_on "$ALG"
 echo "kernel before: $(vm)"
 t0=$(date +%s.%N)
 # The kernel's run can be OOM-killed under the limit: say so and go on to uzswap's runs.
@@ -36,7 +21,7 @@ sh -c "echo \$\$ > $CG/tasks; exec \"\$@\"" sh "$@" > /tmp/uzswap-kernel.out ||
 t1=$(date +%s.%N)
 echo "kernel after:  $(vm)"
 echo "kernel: $(echo "$t1 - $t0" | bc) s, max usage $(( $(cat $CG/memory.max_usage_in_bytes) >> 20 )) MiB; $(cat /tmp/uzswap-kernel.out)"
-echo N > $Z/enabled
+zswap_off
 for covers in resident resident+pool; do
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086
