@@ -6,13 +6,14 @@
 //! there, and this cost does not show.
 //!
 //! Each sample picks a random stored slot, streams through a buffer larger than the last-level
-//! cache (THRASH MiB), times one raw decompression of that page's compressed copy (its own heap
+//! cache (THRASH_MIB MiB), times one raw decompression of that page's compressed copy (its own heap
 //! allocation, cold as well) into a cold destination; streams again, and times one
 //! `Zswap::load` of the slot into the same destination. It prints the quartiles of both and of
 //! their per-sample difference.
 //!
 //! `cargo run --release -p uzswap-zswap --example cold_load -- FILE.pages [PAGES] [SAMPLES]
-//! [THRASH] [ALG] [kept|exclusive]` (PAGES 20000, SAMPLES 2000, THRASH 64, ALG lzo, kept).
+//! [THRASH_MIB] [ALG] [kept|exclusive]` (PAGES 20000, SAMPLES 2000, THRASH_MIB 64, ALG lzo,
+//! kept).
 //! An exclusive load frees the entry, so each sample then stores the page back, outside the
 //! timed part. The environment splits the cold cost:
 //! - `COLD_LOAD_WARM=code`: after the stream, an untimed load from a second, small cache
@@ -95,6 +96,9 @@ fn main() {
         Some("exclusive") => true,
         Some(o) => cli.fail(format_args!("MODE is kept or exclusive, not {o}"), 2),
     };
+    if n == 0 {
+        cli.fail("the page file has no page that is not all zero", 1);
+    }
     let z = cache(alg, n);
     let mut dst = vec![0u8; MAX_COMPRESSED_LEN];
     let comp: Vec<Vec<u8>> = pages
