@@ -288,7 +288,7 @@ impl Zswap {
         c.pool_cached_size =
             live.iter().map(|p| p.zs.cached_pages() as u64).sum::<u64>() * PAGE_SIZE as u64;
         c.nr_pools = live.len() as u64;
-        c.cgroups = i.cgroups.snapshot();
+        c.cgroups = i.cgroups.snapshot([c.zswpin, c.zswpout, c.zswpwb]);
         c
     }
 

@@ -6,6 +6,10 @@
 //! A removed cgroup goes offline: its parent *absorbs* its LRU lists (the shrinker walking the
 //! parent walks them too, as list_lru reparenting does) and its entries keep their charge, which
 //! was made hierarchically and so is already included in every ancestor.
+//!
+//! Charges and events are hierarchical, as memcg's are: each counts in its cgroup and every
+//! ancestor. The root's events (zswpin, zswpout, zswpwb) are not counted twice: they are the
+//! global counters, taken at the same sites (`Cgroups::event_on`).
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::OnceLock;
@@ -261,9 +265,22 @@ impl Cgroups {
     }
 
     /// `event` on the calling thread's stripe `stripe` (see `stats::stripe_index`).
+    ///
+    /// The root's own stripes are left alone: every event reaches the root (ids are never
+    /// reused, so an entry's cgroup and its ancestors always exist), and each is counted in the
+    /// global counters at the same site, so the root's events are the global ones (`snapshot`
+    /// reports those). A load or store of the root's pages, an embedder's usual case, then
+    /// touches no cgroup line at all: from a cold cache those were three misses a load
+    /// (BENCHMARKS.md section 1, "A load from a cold cache").
     #[inline]
     pub(crate) fn event_on(&self, stripe: usize, id: u32, which: C) {
-        self.for_each_ancestor(id, |c| c.stats.add_on(stripe, which as usize, 1));
+        let mut cur = id;
+        while cur != CgroupId::ROOT.0 {
+            let Some(c) = self.get(cur) else { return };
+            c.stats.add_on(stripe, which as usize, 1);
+            let Some(p) = c.parent() else { return };
+            cur = p;
+        }
     }
 
     /// `mem_cgroup_may_zswap`: false if this cgroup or an ancestor is at its zswap.max.
@@ -345,7 +362,9 @@ impl Cgroups {
         v
     }
 
-    pub(crate) fn snapshot(&self) -> Vec<CgroupCounters> {
+    /// Every online cgroup's counters; the root's events are `root_events` (zswpin, zswpout,
+    /// zswpwb: the global counts, see `event_on`).
+    pub(crate) fn snapshot(&self, root_events: [u64; 3]) -> Vec<CgroupCounters> {
         let limit = self.id_limit();
         (0..limit)
             .filter_map(|i| {
@@ -354,14 +373,19 @@ impl Cgroups {
                     return None;
                 }
                 let max = c.max_bytes.load(Relaxed);
+                let [zswpin, zswpout, zswpwb] = if i == CgroupId::ROOT.0 {
+                    root_events
+                } else {
+                    [C::Zswpin, C::Zswpout, C::Zswpwb].map(|e| c.stats.sum(e as usize))
+                };
                 Some(CgroupCounters {
                     id: i,
                     parent: c.parent(),
                     zswap: c.stats.gauge(C::ZswapBytes as usize),
                     zswapped: c.stats.gauge(C::Zswapped as usize) * PAGE_SIZE as u64,
-                    zswpin: c.stats.sum(C::Zswpin as usize),
-                    zswpout: c.stats.sum(C::Zswpout as usize),
-                    zswpwb: c.stats.sum(C::Zswpwb as usize),
+                    zswpin,
+                    zswpout,
+                    zswpwb,
                     zswap_max: (max != u64::MAX).then_some(max),
                     zswap_writeback: c.writeback.load(Relaxed),
                 })

@@ -627,3 +627,47 @@ fn disk_swapin_credits_the_owner_cgroup() {
         assert_eq!([CgroupId::ROOT, parent, child].map(zswpin), [1, 1, 1]);
     }
 }
+
+#[test]
+fn root_events_are_the_global_counts_and_nested_cgroups_count_their_own() {
+    // The root's zswpin / zswpout / zswpwb are reported from the global counters (every event
+    // reaches the root); a nested cgroup's events count in it and its ancestors below the root.
+    let (z, _swap) = cache(
+        Params {
+            shrinker_enabled: true,
+            ..small_params(1024)
+        },
+        64,
+    );
+    let parent = z.create_cgroup(CgroupId::ROOT).unwrap();
+    let child = z.create_cgroup(parent).unwrap();
+    let page = |s: u64| structured_page(s);
+    for s in 0..6 {
+        assert!(matches!(
+            z.store(slot(s), &page(s), CgroupId::ROOT),
+            StoreOutcome::Stored
+        ));
+    }
+    for s in 10..14 {
+        assert!(matches!(
+            z.store(slot(s), &page(s), child),
+            StoreOutcome::Stored
+        ));
+    }
+    let mut buf = vec![0u8; PAGE_SIZE];
+    for s in [0, 1, 10] {
+        assert_eq!(z.load(slot(s), &mut buf, false).unwrap(), LoadOutcome::Hit);
+        assert_eq!(buf, page(s));
+    }
+    // Write back the child's entries (its list holds only them; the first passes may only
+    // take referenced bits).
+    let wb: u64 = (0..4).map(|_| z.shrinker_scan(child, 0, 64).freed).sum();
+    assert!(wb > 0);
+    let c = z.counters();
+    let of = |cg: CgroupId| c.cgroups.iter().find(|x| x.id == cg.0).unwrap().clone();
+    let (root, p, ch) = (of(CgroupId::ROOT), of(parent), of(child));
+    assert_eq!((c.zswpout, c.zswpin, c.zswpwb), (10, 3, wb));
+    assert_eq!((root.zswpout, root.zswpin, root.zswpwb), (10, 3, wb));
+    assert_eq!((p.zswpout, p.zswpin, p.zswpwb), (4, 1, wb));
+    assert_eq!((ch.zswpout, ch.zswpin, ch.zswpwb), (4, 1, wb));
+}
