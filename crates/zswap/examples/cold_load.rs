@@ -31,7 +31,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use uzswap_backing::SwapSlot;
-use uzswap_compress::{compress, decompress, MAX_COMPRESSED_LEN};
+use uzswap_compress::{compress, decompress, Algorithm, MAX_COMPRESSED_LEN};
 use uzswap_zswap::{CgroupId, PAGE_SIZE};
 
 mod common;
@@ -88,9 +88,7 @@ fn main() {
     let corpus = cli.corpus();
     let pages = nonzero_pages(&corpus, cli.num(2, 20000));
     let (n, samples, thrash_mib) = (pages.len(), cli.num(3, 2000), cli.num(4, 64));
-    let alg = cli
-        .word(5)
-        .map_or(uzswap_compress::Algorithm::Lzo, |_| cli.alg(5));
+    let alg = cli.alg(5, Algorithm::Lzo);
     let exclusive = match cli.word(6) {
         None | Some("kept") => false,
         Some("exclusive") => true,

@@ -26,7 +26,7 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use uzswap_backing::SwapSlot;
-use uzswap_compress::{compress, decompress, MAX_COMPRESSED_LEN};
+use uzswap_compress::{compress, decompress, Algorithm, MAX_COMPRESSED_LEN};
 use uzswap_zsmalloc::CLASS_DELTA;
 use uzswap_zswap::{CgroupId, PAGE_SIZE};
 
@@ -59,7 +59,7 @@ fn main() {
             visit.swap(k, (x % (k as u64 + 1)) as usize);
         }
     }
-    let alg = cli.alg(6);
+    let alg = cli.alg(6, Algorithm::Lz4);
 
     let mut buf = vec![0u8; MAX_COMPRESSED_LEN];
     let mut raw = Vec::new();

@@ -63,7 +63,7 @@ fn main() {
     let corpus = cli.corpus();
     let pages = nonzero_pages(&corpus, cli.num(2, 16384));
     let (n, rounds, block) = (pages.len(), cli.num(3, 5), cli.num(4, 256).max(1));
-    let alg = cli.alg(5);
+    let alg = cli.alg(5, Algorithm::Lz4);
     let mut buf = vec![0u8; MAX_COMPRESSED_LEN];
 
     let (mut raw_ns, mut cold, mut warm) = (Vec::new(), Vec::new(), Vec::new());

@@ -45,10 +45,10 @@ impl Cli {
         self.args.get(i).map(String::as_str)
     }
 
-    /// The compressor named at position `i` (lz4 if none).
-    pub fn alg(&self, i: usize) -> Algorithm {
+    /// The compressor named at position `i`, `default` if none.
+    pub fn alg(&self, i: usize, default: Algorithm) -> Algorithm {
         match self.word(i).map(str::parse) {
-            None => Algorithm::Lz4,
+            None => default,
             Some(Ok(a)) => a,
             Some(Err(e)) => self.fail(e, 2),
         }
