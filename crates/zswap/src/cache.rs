@@ -79,9 +79,8 @@ pub(crate) struct Inner {
     pub(crate) pools: pool::Pools,
     pub(crate) areas: Box<[OnceLock<Area>]>,
     pub(crate) cgroups: cgroup::Cgroups,
+    /// The global counters, and the loads and stores in progress (`G::InFlight`).
     pub(crate) stats: Striped<NR_GLOBAL>,
-    /// Stores and loads in progress (the shrink worker yields while any are).
-    pub(crate) hot_ops: Striped<1>,
     pub(crate) worker: WorkerCtl,
     pub(crate) faults: FaultHooks,
     pub(crate) nodes: usize,
@@ -141,7 +140,6 @@ impl Zswap {
             areas: (0..MAX_AREAS).map(|_| OnceLock::new()).collect(),
             cgroups: cgroup::Cgroups::new(nodes, lanes),
             stats: Striped::new(),
-            hot_ops: Striped::new(),
             worker: WorkerCtl {
                 queued: AtomicBool::new(false),
                 state: WorkerLock::new(WorkerState::default()),

@@ -227,7 +227,7 @@ impl Inner {
     ) -> Result<LoadOutcome, Error> {
         // One look-up of this thread's counter stripe for every counter the load touches.
         let stripe = crate::stats::stripe_index();
-        let _hot = HotGuard::on(&self.hot_ops, stripe);
+        let _hot = HotGuard::on(&self.stats, stripe);
         if page.len() != PAGE_SIZE {
             return Err(Error::BadPageLength(page.len()));
         }

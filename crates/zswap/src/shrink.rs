@@ -286,7 +286,7 @@ impl Inner {
                 },
             }
             // Yield to waiting page-ins and page-outs (patch 6 of "mm: zswap: global shrinker fix and proactive shrink" (v2, on 6.10-rc6)).
-            if self.hot_ops.sum(0) as i64 > 0 {
+            if self.stats.sum(G::InFlight as usize) as i64 > 0 {
                 self.count(G::ShrinkWorkerYields);
                 std::thread::yield_now();
             }

@@ -196,7 +196,10 @@ pub(crate) enum G {
     Zswpout,
     Zswpwb,
     Pswpin,
-    Pswpout,
+    /// Loads and stores in progress (a gauge the shrink worker reads, never reported). Kept on
+    /// the row's line of `Zswpin`, `Zswpout` and `StoredPages`, so that a load or a store
+    /// writes one counter line (a separate stripe array for it cost each one more line).
+    InFlight,
     SwpinZero,
     SwpoutZero,
     RejectPoolLimit,
@@ -212,8 +215,18 @@ pub(crate) enum G {
     PoolPagesCompacted,
     /// Zero-filled pages kept with an entry (`Params::zero_page_entries`).
     SameFilledPages,
+    Pswpout,
 }
-pub(crate) const NR_GLOBAL: usize = G::SameFilledPages as usize + 1;
+pub(crate) const NR_GLOBAL: usize = G::Pswpout as usize + 1;
+// A row starts on a cache line (`CachePadded`): the counters of every load and store share one.
+const fn counter_line(g: G) -> usize {
+    g as usize * std::mem::size_of::<AtomicU64>() / 64
+}
+const _: () = {
+    assert!(counter_line(G::InFlight) == counter_line(G::Zswpin));
+    assert!(counter_line(G::InFlight) == counter_line(G::Zswpout));
+    assert!(counter_line(G::InFlight) == counter_line(G::StoredPages));
+};
 
 /// Indices of the per-cgroup counters (hierarchical: an event is counted on the cgroup and
 /// every ancestor, as memory.stat reports it in cgroup v2).

@@ -42,7 +42,7 @@ impl Inner {
         cg: CgroupId,
         node: Option<usize>,
     ) -> StoreOutcome {
-        let _hot = HotGuard::new(&self.hot_ops);
+        let _hot = HotGuard::new(&self.stats);
         if page.len() != PAGE_SIZE {
             return StoreOutcome::Rejected(RejectReason::BadPageLength);
         }

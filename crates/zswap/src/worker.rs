@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use crate::cache::Inner;
 use crate::shrink;
-use crate::stats::Striped;
+use crate::stats::{Striped, G, NR_GLOBAL};
 
 #[derive(Default)]
 pub(crate) struct WorkerState {
@@ -73,26 +73,27 @@ impl WorkerLock {
     }
 }
 
-/// Counts an operation in flight while alive.
-pub(crate) struct HotGuard<'a>(&'a Striped<1>, usize);
+/// Counts an operation in flight (`G::InFlight`) while alive.
+pub(crate) struct HotGuard<'a>(&'a Striped<NR_GLOBAL>, usize);
 impl<'a> HotGuard<'a> {
     #[inline]
-    pub(crate) fn new(s: &'a Striped<1>) -> Self {
+    pub(crate) fn new(s: &'a Striped<NR_GLOBAL>) -> Self {
         Self::on(s, crate::stats::stripe_index())
     }
 
     /// `new` on the calling thread's stripe `stripe`, already looked up (the load path looks
     /// it up once for all its counters).
     #[inline]
-    pub(crate) fn on(s: &'a Striped<1>, stripe: usize) -> Self {
-        s.add_on(stripe, 0, 1);
+    pub(crate) fn on(s: &'a Striped<NR_GLOBAL>, stripe: usize) -> Self {
+        s.add_on(stripe, G::InFlight as usize, 1);
         HotGuard(s, stripe)
     }
 }
 impl Drop for HotGuard<'_> {
     #[inline]
     fn drop(&mut self) {
-        self.0.add_on(self.1, 0, 1u64.wrapping_neg());
+        self.0
+            .add_on(self.1, G::InFlight as usize, 1u64.wrapping_neg());
     }
 }
 
@@ -361,7 +362,7 @@ mod tests {
             ..z.params()
         })
         .unwrap();
-        let guard = HotGuard::new(&z.inner.hot_ops);
+        let guard = HotGuard::new(&z.inner.stats);
         z.run_shrink_worker();
         drop(guard);
         let c = z.counters();
