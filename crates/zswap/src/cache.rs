@@ -70,21 +70,33 @@ impl HotParams {
     }
 }
 
+/// The cache's shared state. Laid out by hand (`repr(C)`, on its own cache lines): what every
+/// load and store reads sits in its first two lines, checked below, so that a load from a cold
+/// cache misses two lines here, not the five the compiler's order spread it over (BENCHMARKS.md
+/// section 1, "A load from a cold cache").
+#[repr(C, align(64))]
 pub(crate) struct Inner {
-    pub(crate) params: Mutex<Params>,
-    pub(crate) hot: HotParams,
+    // First line.
+    /// The global counters, and the loads and stores in progress (`G::InFlight`).
+    pub(crate) stats: Striped<NR_GLOBAL>,
+    pub(crate) areas: Box<[OnceLock<Area>]>,
+    pub(crate) nodes: usize,
     pub(crate) reached_full: AtomicBool,
     /// The pool limit was lowered and the pools may still be above it (`check_invariants`).
     pub(crate) limit_lowered: AtomicBool,
-    pub(crate) pools: pool::Pools,
-    pub(crate) areas: Box<[OnceLock<Area>]>,
-    pub(crate) cgroups: cgroup::Cgroups,
-    /// The global counters, and the loads and stores in progress (`G::InFlight`).
-    pub(crate) stats: Striped<NR_GLOBAL>,
-    pub(crate) worker: WorkerCtl,
     pub(crate) faults: FaultHooks,
-    pub(crate) nodes: usize,
+    // Then the hot parameters and the pool table's head (`Pools::HOT_END`), ending in the second
+    // line.
+    pub(crate) hot: HotParams,
+    pub(crate) pools: pool::Pools,
+    // The rest: stores of nested cgroups, administration.
+    pub(crate) cgroups: cgroup::Cgroups,
+    pub(crate) params: Mutex<Params>,
+    pub(crate) worker: WorkerCtl,
 }
+
+// Everything up to the pool table's head (in field order) lies in the first two lines.
+const _: () = assert!(std::mem::offset_of!(Inner, pools) + pool::Pools::HOT_END <= 128);
 
 /// The cache. `Send + Sync`; share it by reference or in an `Arc`. Dropping it stops its
 /// background threads.

@@ -45,7 +45,10 @@
 //! holding the packed slot, one per thread stripe, kept in one order by sequence numbers; with
 //! per-pool lists a cgroup has one such LRU per (pool slot, node), and an entry's LRU (its
 //! lane) is its pool's `lane_base` plus its node.
-//! Counters are striped per thread (`stats.rs`); pool references are striped (`poolref.rs`).
+//! Counters are striped per thread (`stats.rs`), one padded row per stripe, the counters of a
+//! load or a store (and the in-flight count) on one line of it; pool references are striped
+//! (`poolref.rs`). `Inner`, the state every path shares, is laid out by hand so that what a
+//! load or store reads of it lies in its first two cache lines.
 //! Each pool keeps the memory of freed zspages for a second, bounded by the pool limit
 //! (`pool::memory_policy`); the idle shrink worker and memory pressure give it back.
 //!

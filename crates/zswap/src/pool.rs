@@ -76,11 +76,14 @@ struct Registry {
     live: Vec<Arc<ZswapPool>>,
 }
 
+/// `repr(C)`: every load and store reads the first three fields (`HOT_END`), which the cache
+/// keeps on one line with its hot parameters (`Inner`).
+#[repr(C)]
 pub(crate) struct Pools {
     table: Box<[AtomicPtr<ZswapPool>]>,
-    reg: Mutex<Registry>,
     generation: AtomicU64,
     instance: u64,
+    reg: Mutex<Registry>,
     /// Current bound of every pool's freed-memory cache (the pool limit, in pages).
     max_cached_pages: AtomicUsize,
     /// LRU lists per pool in a cgroup: 0 with the global LRU (every pool shares lanes
@@ -103,6 +106,9 @@ thread_local! {
 const SNAPSHOTS_PER_THREAD: usize = 4;
 
 impl Pools {
+    /// The end of the fields a load or store reads: the table, the generation and the instance.
+    pub(crate) const HOT_END: usize = std::mem::offset_of!(Pools, instance) + 8;
+
     /// `max_cached_pages`: bound of each pool's cache of freed zspage memory (see
     /// [`memory_policy`]). `lanes_per_pool`: 0 for the global LRU, the node count for per-pool
     /// lists (see `ZswapPool::lane_base`).
