@@ -964,6 +964,70 @@ fn programs_own_sigbus_handler_still_gets_faults_that_are_not_the_pagers() {
     assert!(r["pager"]["evictions"].as_u64().unwrap() > 0);
 }
 
+/// A program that installs SIGBUS handlers through libc's other entry points (`__sysv_signal`,
+/// what `signal` is under `-std=c99`; `bsd_signal`; `sigset`), and sets an alternate signal
+/// stack of its own in heap memory, whose `SA_ONSTACK` handler it raises while it works through
+/// 48 MiB. Under uzswap the handlers must stay recorded (a replaced SIGBUS handler killed zstd
+/// at its first fault), the alternate stack must read back as set, and the handler must run
+/// on an alternate stack that never faults (a stack in managed memory killed vim at its start).
+const SIGNAL_ENTRY_POINTS: &str = r#"
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+extern __sighandler_t __sysv_signal(int, __sighandler_t);
+extern __sighandler_t bsd_signal(int, __sighandler_t);
+static void bus(int sig) { (void)sig; static const char m[] = "program's SIGBUS handler\n"; write(2, m, sizeof m - 1); _exit(99); }
+static volatile int on_alt, calls;
+static void usr1(int sig) {
+    (void)sig;
+    stack_t cur;
+    if (sigaltstack(NULL, &cur) == 0 && (cur.ss_flags & SS_ONSTACK)) on_alt++;
+    char big[8192]; memset(big, calls, sizeof big); calls += big[100] == (char)calls;
+}
+int main(void) {
+    if (__sysv_signal(SIGBUS, bus) == SIG_ERR) return 2;
+    if (bsd_signal(SIGBUS, bus) != bus) return 3;
+    if (sigset(SIGBUS, bus) != bus) return 4;
+    stack_t ss = {0}, back;
+    ss.ss_size = 65536;
+    ss.ss_sp = malloc(ss.ss_size);
+    if (sigaltstack(&ss, NULL)) return 5;
+    if (sigaltstack(NULL, &back) || back.ss_sp != ss.ss_sp || back.ss_size != ss.ss_size || back.ss_flags != 0) return 6;
+    struct sigaction sa = {0};
+    sa.sa_handler = usr1;
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGUSR1, &sa, NULL);
+    size_t n = 48 << 20; unsigned long sum = 0;
+    char *p = malloc(n);
+    for (int pass = 0; pass < 3; pass++)
+        for (size_t i = 0; i < n; i += 64) {
+            p[i] += (char)(i >> 12) + pass;
+            if ((i & ((1 << 20) - 1)) == 0) raise(SIGUSR1);
+        }
+    for (size_t i = 0; i < n; i += 4096) sum += (unsigned char)p[i];
+    printf("sum %lu, handler ran %d times, %d on the alternate stack\n", sum, calls, on_alt);
+    return 0;
+}
+"#;
+
+#[test]
+fn handlers_set_through_other_entry_points_and_the_programs_own_alternate_stack_survive() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile(
+        "signal_entry_points",
+        SIGNAL_ENTRY_POINTS,
+        &["-Wno-deprecated-declarations"],
+    );
+    let r = same_output("8M", &[exe.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 0);
+    assert!(r["faults"]["from_pool"].as_u64().unwrap() > 0);
+}
+
 #[test]
 fn exit_status_and_signals_come_back_as_a_shell_reports_them() {
     if !uffd_ok() {

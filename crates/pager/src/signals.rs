@@ -11,7 +11,11 @@
 //!
 //! Every thread runs the handler on an alternate stack the pager maps for itself (the fault
 //! may be on the thread's own stack page, if that is managed, and the handler's stack must
-//! never be managed memory).
+//! never be managed memory). The program's `sigaltstack` calls are recorded per thread, not
+//! installed (`user_sigaltstack`): a stack it allocates with malloc or mmap is managed memory,
+//! and a SIGBUS delivered onto an evicted page of it killed the program (vim at its start). Its
+//! `SA_ONSTACK` handlers run on the pager's stack instead, which is larger than any the program
+//! asks for in practice ([`ALT_STACK`]).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
@@ -19,6 +23,83 @@ use crate::sys::{self, ErrnoGuard, NextSym};
 
 /// Alternate signal stack size: the handler decompresses on it and may reclaim (compress).
 pub const ALT_STACK: usize = 256 * 1024;
+
+thread_local! {
+    /// This thread's alternate stack of the pager's own (0: none).
+    static OWN_ALT_STACK: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    /// The alternate stack the program set on this thread (`None`: disabled, as at start).
+    static PROGRAM_ALT_STACK: std::cell::Cell<Option<(usize, usize)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// `sigaltstack(2)` as a system call: the preload exports `sigaltstack` itself.
+fn raw_sigaltstack(ss: *const libc::stack_t, old: *mut libc::stack_t) -> i32 {
+    // SAFETY: the kernel reads `ss` and writes `old` (each may be null); x86-64's `stack_t`
+    // is the kernel's.
+    unsafe { libc::syscall(libc::SYS_sigaltstack, ss, old) as i32 }
+}
+
+/// The program's `sigaltstack`. While this thread runs on a stack of the pager's own, the call
+/// is emulated: it is checked as the kernel checks it (`EPERM` on the alternate stack,
+/// `EINVAL`, `ENOMEM` below `MINSIGSTKSZ`), recorded, and reported back by later calls, while
+/// the pager's stack stays installed. Otherwise it goes to the kernel.
+///
+/// # Safety
+/// As `sigaltstack(2)`: `ss` and `old` are null or valid.
+pub unsafe fn user_sigaltstack(ss: *const libc::stack_t, old: *mut libc::stack_t) -> i32 {
+    if !installed() || OWN_ALT_STACK.with(|s| s.get()) == 0 {
+        return raw_sigaltstack(ss, old);
+    }
+    // SAFETY: a zeroed `stack_t` is valid; the kernel fills it.
+    let mut cur: libc::stack_t = unsafe { std::mem::zeroed() };
+    if raw_sigaltstack(std::ptr::null(), &mut cur) != 0 {
+        return -1;
+    }
+    let on_stack = cur.ss_flags & libc::SS_ONSTACK != 0;
+    let new = if ss.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's in-pointer.
+        let s = unsafe { *ss };
+        let mode = s.ss_flags & !SS_AUTODISARM;
+        let err = if on_stack {
+            libc::EPERM
+        } else if mode != 0 && mode != libc::SS_DISABLE {
+            libc::EINVAL
+        } else if mode == 0 && s.ss_size < libc::MINSIGSTKSZ {
+            libc::ENOMEM
+        } else {
+            0
+        };
+        if err != 0 {
+            sys::set_errno(err);
+            return -1;
+        }
+        Some((mode != libc::SS_DISABLE).then_some((s.ss_sp as usize, s.ss_size)))
+    };
+    if !old.is_null() {
+        let rec = PROGRAM_ALT_STACK.with(|s| s.get());
+        let (sp, size, flags) = match rec {
+            Some((sp, size)) => (sp, size, if on_stack { libc::SS_ONSTACK } else { 0 }),
+            None => (0, 0, libc::SS_DISABLE),
+        };
+        // SAFETY: the caller's out-pointer.
+        unsafe {
+            *old = libc::stack_t {
+                ss_sp: sp as *mut libc::c_void,
+                ss_flags: flags,
+                ss_size: size,
+            }
+        };
+    }
+    if let Some(rec) = new {
+        PROGRAM_ALT_STACK.with(|s| s.set(rec));
+    }
+    0
+}
+
+/// `SS_AUTODISARM` (4.7), not in every libc crate version.
+const SS_AUTODISARM: i32 = 1 << 31;
 
 static REAL_SIGACTION: NextSym = NextSym::new(c"sigaction");
 
@@ -206,12 +287,13 @@ pub fn ensure_alt_stack() -> usize {
         ss_flags: 0,
         ss_size: ALT_STACK,
     };
-    // SAFETY: the stack is our own mapping, alive until `free_alt_stack`.
-    if unsafe { libc::sigaltstack(&ss, std::ptr::null_mut()) } != 0 {
+    // The stack is our own mapping, alive until `free_alt_stack`.
+    if raw_sigaltstack(&ss, std::ptr::null_mut()) != 0 {
         // SAFETY: our own mapping, unused.
         let _ = unsafe { sys::raw_munmap(base, ALT_STACK) };
         return 0;
     }
+    OWN_ALT_STACK.with(|s| s.set(base));
     base
 }
 
@@ -225,11 +307,11 @@ pub fn free_alt_stack(base: usize) {
         ss_flags: libc::SS_DISABLE,
         ss_size: 0,
     };
-    // SAFETY: disabling the current thread's alternate stack; then the mapping is unused.
-    unsafe {
-        if libc::sigaltstack(&ss, std::ptr::null_mut()) == 0 {
-            let _ = sys::raw_munmap(base, ALT_STACK);
-        }
+    // Disabling the current thread's alternate stack; then the mapping is unused.
+    if raw_sigaltstack(&ss, std::ptr::null_mut()) == 0 {
+        OWN_ALT_STACK.with(|s| s.set(0));
+        // SAFETY: our own mapping, no longer this thread's alternate stack.
+        let _ = unsafe { sys::raw_munmap(base, ALT_STACK) };
     }
 }
 

@@ -723,6 +723,101 @@ pub unsafe extern "C" fn signal(sig: c_int, h: libc::sighandler_t) -> libc::sigh
     }
 }
 
+/// The other entry points libc offers for installing a handler. glibc's own implementations
+/// call its internal `__sigaction`, which the wrapper above never sees, so a program that
+/// reaches them (`signal` is `__sysv_signal` under `-std=c99`; zstd's command line installs its
+/// crash handlers that way) replaced the pager's SIGBUS handler and died at its first fault.
+/// Each is rebuilt here on [`sigaction`] with glibc's flags.
+unsafe fn signal_with_flags(sig: c_int, h: libc::sighandler_t, flags: c_int) -> libc::sighandler_t {
+    // SAFETY: zeroed sigaction structs are valid; `sigaction` is the wrapper above.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        let mut old: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = h;
+        act.sa_flags = flags;
+        libc::sigemptyset(&mut act.sa_mask);
+        if h == libc::SIG_ERR || sigaction(sig, &act, &mut old) < 0 {
+            sys::set_errno(libc::EINVAL);
+            return libc::SIG_ERR;
+        }
+        old.sa_sigaction
+    }
+}
+
+/// # Safety
+/// As glibc's `__sysv_signal`: System V semantics (the handler is reset when it runs, the
+/// signal is not blocked while it does).
+#[no_mangle]
+pub unsafe extern "C" fn __sysv_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: forwarded.
+    unsafe { signal_with_flags(sig, h, libc::SA_RESETHAND | libc::SA_NODEFER) }
+}
+
+/// # Safety
+/// As `sysv_signal(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn sysv_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: forwarded.
+    unsafe { __sysv_signal(sig, h) }
+}
+
+/// # Safety
+/// As `bsd_signal(3)`: glibc's `signal`.
+#[no_mangle]
+pub unsafe extern "C" fn bsd_signal(sig: c_int, h: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: forwarded.
+    unsafe { signal(sig, h) }
+}
+
+/// `SIG_HOLD` of `sigset(3)`.
+const SIG_HOLD: libc::sighandler_t = 2;
+
+/// # Safety
+/// As `sigset(3)`: `SIG_HOLD` blocks the signal; any other disposition is installed (flags 0)
+/// and unblocks it. Returns `SIG_HOLD` if the signal was blocked before, else the previous
+/// disposition.
+#[no_mangle]
+pub unsafe extern "C" fn sigset(sig: c_int, disp: libc::sighandler_t) -> libc::sighandler_t {
+    // SAFETY: zeroed sets and actions are valid; the calls are the wrappers in this file.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut was: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        if libc::sigaddset(&mut set, sig) < 0 {
+            return libc::SIG_ERR;
+        }
+        let prev = if disp == SIG_HOLD {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if sigaction(sig, std::ptr::null(), &mut old) < 0
+                || sigprocmask(libc::SIG_BLOCK, &set, &mut was) < 0
+            {
+                return libc::SIG_ERR;
+            }
+            old.sa_sigaction
+        } else {
+            let prev = signal_with_flags(sig, disp, 0);
+            if prev == libc::SIG_ERR || sigprocmask(libc::SIG_UNBLOCK, &set, &mut was) < 0 {
+                return libc::SIG_ERR;
+            }
+            prev
+        };
+        if libc::sigismember(&was, sig) == 1 {
+            SIG_HOLD
+        } else {
+            prev
+        }
+    }
+}
+
+/// # Safety
+/// As `sigaltstack(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn sigaltstack(ss: *const libc::stack_t, old: *mut libc::stack_t) -> c_int {
+    // Signals stay unblocked: `ss` and `old` may be managed memory, which may fault.
+    // SAFETY: forwarded.
+    unsafe { signals::user_sigaltstack(ss, old) }
+}
+
 /// # Safety
 /// As `sigprocmask(2)`.
 #[no_mangle]
