@@ -1028,6 +1028,47 @@ fn handlers_set_through_other_entry_points_and_the_programs_own_alternate_stack_
     assert!(r["faults"]["from_pool"].as_u64().unwrap() > 0);
 }
 
+/// A program exporting its own `getenv` over a table on its heap, as bash does for its shell
+/// variables. The preload's exit hook called `getenv` with every signal blocked; once the
+/// table's page was evicted, the process died of SIGBUS at exit (bash under 1M: status 135).
+const OWN_GETENV: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static char **table; static int ntab;
+char *getenv(const char *name) {
+    size_t l = strlen(name);
+    if (!table) {
+        extern char **environ;
+        for (char **e = environ; *e; e++) if (!strncmp(*e, name, l) && (*e)[l] == '=') return *e + l + 1;
+        return NULL;
+    }
+    for (int i = 0; i < ntab; i++)
+        if (table[i] && !strncmp(table[i], name, l) && table[i][l] == '=') return table[i] + l + 1;
+    return NULL;
+}
+int main(void) {
+    ntab = 64; table = calloc(ntab, sizeof *table);
+    for (int i = 0; i < ntab; i++) { table[i] = malloc(32); snprintf(table[i], 32, "VAR%d=%d", i, i); }
+    size_t n = 32 << 20; char *p = malloc(n);
+    for (size_t i = 0; i < n; i += 4096) p[i] = (char)(i >> 12);
+    unsigned long s = 0; for (size_t i = 0; i < n; i += 4096) s += (unsigned char)p[i];
+    printf("sum %lu\n", s);
+    return 0;
+}
+"#;
+
+#[test]
+fn a_program_with_its_own_getenv_over_evicted_heap_exits_cleanly() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("own_getenv", OWN_GETENV, &["-rdynamic"]);
+    let r = same_output("8M", &[exe.to_str().unwrap()]);
+    assert_eq!(r["exit_status"], 0);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 0);
+}
+
 #[test]
 fn exit_status_and_signals_come_back_as_a_shell_reports_them() {
     if !uffd_ok() {

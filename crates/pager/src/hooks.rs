@@ -472,6 +472,16 @@ pub fn fork_child() {
 }
 
 /// At exit (`exit`, `_exit`, the library destructor): hand the counters to the tree once.
+/// `UZSWAP_DEBUG` as read at init ([`read_env`]): `at_exit` runs with every signal blocked,
+/// where the program's own `getenv` (bash exports one, over its heap) could touch an evicted
+/// page, and a SIGBUS while blocked kills the process (bash under 1M exited with 135).
+static DEBUG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Reads the environment `at_exit` needs (at init, before the program's code runs).
+pub fn read_env() {
+    DEBUG.store(std::env::var_os("UZSWAP_DEBUG").is_some(), Relaxed);
+}
+
 pub fn at_exit() {
     if let Some(p) = crate::pager() {
         // The process is ending: no more eviction (faults still load what they need).
@@ -480,7 +490,7 @@ pub fn at_exit() {
             let _b = SigBlock::new();
             p.retire();
             crate::pagelog::dump();
-            if std::env::var_os("UZSWAP_DEBUG").is_some() {
+            if DEBUG.load(Relaxed) {
                 debug_dump(p);
             }
         }

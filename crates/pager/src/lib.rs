@@ -60,6 +60,7 @@ pub fn init() -> Result<&'static Pager, String> {
     }
     let _g = sys::InPager::enter();
     pagelog::init();
+    hooks::read_env();
     let cfg = Config::from_env();
     // The segment's fd is inherited, unless a parent closed it before exec (Python's
     // subprocess closes every fd by default): then open it again through `uzswap run`'s

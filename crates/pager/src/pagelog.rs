@@ -63,11 +63,20 @@ pub fn outcome(res: &Result<(), crate::uffd::UffdError>) -> u64 {
     }
 }
 
+/// Where `dump` writes: `UZSWAP_PAGE_LOG` as read at init. `dump` runs at exit with every
+/// signal blocked, where the program's own `getenv` (bash exports one, over its heap) could
+/// touch an evicted page and kill the process.
+static PREFIX: std::sync::OnceLock<std::ffi::OsString> = std::sync::OnceLock::new();
+
 /// Maps the ring if `UZSWAP_PAGE_LOG` is set (at init, before any event).
 pub fn init() {
-    if std::env::var_os("UZSWAP_PAGE_LOG").is_none() || BASE.load(Relaxed) != 0 {
+    let Some(prefix) = std::env::var_os("UZSWAP_PAGE_LOG") else {
+        return;
+    };
+    if BASE.load(Relaxed) != 0 {
         return;
     }
+    let _ = PREFIX.set(prefix);
     if let Ok(b) = sys::map_anon(RING * 32) {
         BASE.store(b, Relaxed);
         OWNER.store(sys::getpid() as usize, Relaxed);
@@ -101,7 +110,7 @@ pub fn log(addr: usize, event: u64, state: u64, extra: u64) {
 /// Writes the ring (oldest first) to `PREFIX.PID`.
 pub fn dump() {
     let base = BASE.load(Relaxed);
-    let Some(prefix) = std::env::var_os("UZSWAP_PAGE_LOG") else {
+    let Some(prefix) = PREFIX.get() else {
         return;
     };
     if base == 0 || OWNER.load(Relaxed) != sys::getpid() as usize {
