@@ -136,6 +136,14 @@ io_wrap!(lutimes(path: Str, t: *const libc::timeval) -> c_int; |p| { p.add_str(p
 io_wrap!(utime(path: Str, t: *const libc::utimbuf) -> c_int;
     |p| { p.add_str(path); p.add(t.cast(), size_of::<libc::utimbuf>()) });
 io_wrap!(opendir(path: Str) -> *mut libc::DIR; |p| { p.add_str(path) });
+// stdio's and `remove`'s system calls are glibc-internal (`__open`, `__unlink`), out of reach of
+// the wrappers above: `git fsck` under 1M warned "unable to access '.git/info/grafts': Bad
+// address" from `fopen` (2026-11-27).
+io_wrap!(fopen(path: Str, mode: Str) -> *mut libc::FILE; |p| { p.add_str(path) });
+io_wrap!(fopen64(path: Str, mode: Str) -> *mut libc::FILE; |p| { p.add_str(path) });
+io_wrap!(freopen(path: Str, mode: Str, f: *mut libc::FILE) -> *mut libc::FILE; |p| { p.add_str(path) });
+io_wrap!(freopen64(path: Str, mode: Str, f: *mut libc::FILE) -> *mut libc::FILE; |p| { p.add_str(path) });
+io_wrap!(remove(path: Str) -> c_int; |p| { p.add_str(path) });
 io_wrap!(inotify_add_watch(fd: c_int, path: Str, mask: u32) -> c_int; |p| { p.add_str(path) });
 // A null buffer makes glibc allocate one itself (libc's own memory, never managed).
 io_wrap!(getcwd(b: *mut c_char, n: size_t) -> *mut c_char; |p| { p.add(b.cast(), n) });
