@@ -471,7 +471,6 @@ pub fn fork_child() {
     }
 }
 
-/// At exit (`exit`, `_exit`, the library destructor): hand the counters to the tree once.
 /// `UZSWAP_DEBUG` as read at init ([`read_env`]): `at_exit` runs with every signal blocked,
 /// where the program's own `getenv` (bash exports one, over its heap) could touch an evicted
 /// page, and a SIGBUS while blocked kills the process (bash under 1M exited with 135).
@@ -482,6 +481,7 @@ pub fn read_env() {
     DEBUG.store(std::env::var_os("UZSWAP_DEBUG").is_some(), Relaxed);
 }
 
+/// At exit (`exit`, `_exit`, the library destructor): hand the counters to the tree once.
 pub fn at_exit() {
     if let Some(p) = crate::pager() {
         // The process is ending: no more eviction (faults still load what they need).
