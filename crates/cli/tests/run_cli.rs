@@ -1561,6 +1561,13 @@ const KERNEL_READS: &str = r#"
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/random.h>
+#include <net/if.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/time.h>
 /* the _FORTIFY_SOURCE entry points fortified programs call instead of read and getcwd */
 extern ssize_t __read_chk(int, void *, size_t, size_t);
 extern char *__getcwd_chk(char *, size_t, size_t);
@@ -1571,6 +1578,25 @@ static int step;
 static void push_out(void) { step++; for (int r = 0; r < 2; r++) for (size_t i = 0; i < hogn; i += 4096) hog[i] = (unsigned char)(i + step + r); }
 static void *page(void) { void *p = malloc(4096); memset(p, 0, 4096); return p; }
 static void check(const char *what, int ok) { printf("%s %s\n", what, ok ? "ok" : strerror(errno)); fflush(stdout); }
+/* the file holds exactly want[0..n) (read back into static memory, never managed) */
+static char got[1 << 17];
+static int same_file(const char *path, const char *want, size_t n) {
+    int fd = open(path, O_RDONLY); if (fd < 0) return 0;
+    size_t k = 0; ssize_t r;
+    while (k < sizeof got && (r = read(fd, got + k, sizeof got - k)) > 0) k += r;
+    close(fd);
+    return k == n && memcmp(got, want, n) == 0;
+}
+/* lines from..to written to w (alternately by fputs and fwrite, from this stack) and appended to want */
+static size_t lines(FILE *w, char *want, size_t wn, int from, int to) {
+    for (int k = from; k < to; k++) {
+        char l[32]; int m = snprintf(l, sizeof l, "line %d\n", k);
+        memcpy(want + wn, l, m); wn += m;
+        if (k & 1) fputs(l, w); else fwrite(l, 1, m, w);
+    }
+    return wn;
+}
+static void on_usr2(int s) { (void)s; }
 int main(int argc, char **argv) {
     hog = malloc(hogn);
     char *dir = page(), *file = page(), *file2 = page(), *link_ = page(), *buf = page();
@@ -1616,13 +1642,120 @@ int main(int argc, char **argv) {
     FD_ZERO(rs); FD_SET(fds[0], rs);
     struct timeval tv = {1, 0};
     push_out(); check("select", select(fds[0] + 1, rs, 0, 0, &tv) == 1 && FD_ISSET(fds[0], rs));
+    /* ioctl: a classic request (an int), a size-encoded one, the socket configuration family */
+    int *cnt = page();
+    push_out(); check("ioctl FIONREAD", ioctl(fds[0], FIONREAD, cnt) == 0 && *cnt == 1);
+    int rnd = open("/dev/urandom", O_RDONLY);
+    push_out(); check("ioctl RNDGETENTCNT", ioctl(rnd, RNDGETENTCNT, cnt) == 0);
+    close(rnd);
+    int sk = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ifreq *ifr = page();
+    strcpy(ifr->ifr_name, "lo");
+    push_out(); check("ioctl SIOCGIFINDEX", ioctl(sk, SIOCGIFINDEX, ifr) == 0 && ifr->ifr_ifindex > 0);
+    push_out(); check("ioctl SIOCGIFFLAGS", ioctl(sk, SIOCGIFFLAGS, ifr) == 0 && (ifr->ifr_flags & IFF_LOOPBACK));
+    struct ifconf *ifc = page();
+    ifc->ifc_len = 4096; ifc->ifc_buf = page();
+    push_out(); check("ioctl SIOCGIFCONF", ioctl(sk, SIOCGIFCONF, ifc) == 0 && ifc->ifc_len >= (int)sizeof(struct ifreq));
+    close(sk);
     ts->tv_sec = 0; ts->tv_nsec = 1000;
     push_out(); check("nanosleep", nanosleep(ts, 0) == 0);
     pid_t pid = fork();
     if (pid == 0) _exit(7);
     push_out(); check("waitpid", waitpid(pid, status, 0) == pid && WIFEXITED(*status) && WEXITSTATUS(*status) == 7);
+    /* stdio buffers the program hands over: glibc fills and drains them with its internal
+       read and write, which no wrapper sees */
+    char *vpath = page(), *want = malloc(1 << 17);
+    snprintf(vpath, 4096, "%s/v", dir);
+    char *vb = malloc(65536);
+    FILE *w = fopen(vpath, "w");
+    check("setvbuf", w && setvbuf(w, vb, _IOFBF, 65536) == 0);
+    size_t wn = lines(w, want, 0, 0, 2000);
+    push_out(); check("setvbuf fflush", fflush(w) == 0 && same_file(vpath, want, wn));
+    wn = lines(w, want, wn, 2000, 4000);
+    push_out(); check("setvbuf fclose", fclose(w) == 0 && same_file(vpath, want, wn));
+    char *sb = malloc(BUFSIZ);
+    w = fopen(vpath, "w");
+    setbuf(w, sb);
+    wn = lines(w, want, 0, 0, 500);
+    push_out(); check("setbuf fclose", fclose(w) == 0 && same_file(vpath, want, wn));
+    char *bb = malloc(16384);
+    w = fopen(vpath, "w");
+    setbuffer(w, bb, 16384);
+    wn = lines(w, want, 0, 0, 1500);
+    push_out(); check("setbuffer fclose", fclose(w) == 0 && same_file(vpath, want, wn));
+    /* a read stream with a heap buffer: every refill reads into it, after a push-out */
+    FILE *r = fopen(vpath, "r");
+    char *rb = malloc(4096);
+    check("setvbuf read stream", r && setvbuf(r, rb, _IOFBF, 4096) == 0);
+    size_t n_in = 0; int same = 1, c;
+    push_out();
+    while ((c = getc(r)) != EOF) { same &= n_in < wn && c == (unsigned char)want[n_in]; if (++n_in % 4096 == 0) push_out(); }
+    check("setvbuf read", same && n_in == wn && !ferror(r));
+    fclose(r);
+    /* fcntl: record locks and the owner struct */
+    int lfd = open(vpath, O_RDWR);
+    struct flock *fl = page();
+    fl->l_type = F_WRLCK; fl->l_whence = SEEK_SET;
+    push_out(); check("fcntl F_SETLK", fcntl(lfd, F_SETLK, fl) == 0);
+    push_out(); check("fcntl F_GETLK", fcntl(lfd, F_GETLK, fl) == 0 && fl->l_type == F_UNLCK);
+    fl->l_type = F_UNLCK; fl->l_whence = SEEK_SET; fl->l_start = 0; fl->l_len = 0;
+    push_out(); check("fcntl F_SETLKW", fcntl(lfd, F_SETLKW, fl) == 0);
+    memset(fl, 0, sizeof *fl); fl->l_type = F_RDLCK;
+    push_out(); check("fcntl F_OFD_SETLK", fcntl(lfd, F_OFD_SETLK, fl) == 0);
+    fl->l_type = F_WRLCK; fl->l_pid = 0;
+    push_out(); check("fcntl F_OFD_GETLK", fcntl(lfd, F_OFD_GETLK, fl) == 0 && fl->l_type == F_UNLCK);
+    struct f_owner_ex *ow = page();
+    push_out(); check("fcntl F_GETOWN_EX", fcntl(lfd, F_GETOWN_EX, ow) == 0);
+    ow->type = F_OWNER_PID; ow->pid = getpid();
+    push_out(); check("fcntl F_SETOWN_EX", fcntl(lfd, F_SETOWN_EX, ow) == 0);
+    close(lfd);
+    /* signal masks: the old mask written, an unblocking set read, pending, wait, suspend */
+    sigset_t *ss = page();
+    push_out(); check("sigprocmask old mask", sigprocmask(SIG_BLOCK, 0, ss) == 0);
+    push_out(); check("pthread_sigmask old mask", pthread_sigmask(SIG_BLOCK, 0, ss) == 0);
+    sigemptyset(ss); sigaddset(ss, SIGUSR1); sigaddset(ss, SIGUSR2);
+    sigprocmask(SIG_BLOCK, ss, 0);
+    raise(SIGUSR1);
+    push_out(); check("sigpending", sigpending(ss) == 0 && sigismember(ss, SIGUSR1));
+    sigemptyset(ss); sigaddset(ss, SIGUSR1);
+    int *sig = page();
+    push_out(); check("sigwait", sigwait(ss, sig) == 0 && *sig == SIGUSR1);
+    signal(SIGUSR2, on_usr2);
+    raise(SIGUSR2);
+    sigprocmask(SIG_BLOCK, 0, ss); sigdelset(ss, SIGUSR2);
+    push_out(); check("sigsuspend", sigsuspend(ss) == -1 && errno == EINTR);
+    sigemptyset(ss); sigaddset(ss, SIGUSR1); sigaddset(ss, SIGUSR2);
+    push_out(); check("sigprocmask unblock", sigprocmask(SIG_UNBLOCK, ss, 0) == 0);
+    /* interval timers, POSIX timers, CPU-time clocks */
+    struct itimerval *it = page();
+    push_out(); check("setitimer", setitimer(ITIMER_VIRTUAL, it, it + 1) == 0);
+    push_out(); check("getitimer", getitimer(ITIMER_VIRTUAL, it) == 0);
+    struct sigevent *sev = page();
+    sev->sigev_notify = SIGEV_NONE;
+    timer_t *tid = page();
+    push_out(); check("timer_create", timer_create(CLOCK_MONOTONIC, sev, tid) == 0);
+    struct itimerspec *its = page();
+    its->it_value.tv_sec = 100;
+    push_out(); check("timer_settime", timer_settime(*tid, 0, its, its + 1) == 0);
+    push_out(); check("timer_gettime", timer_gettime(*tid, its) == 0 && its->it_value.tv_sec > 0);
+    timer_delete(*tid);
+    push_out(); check("clock_gettime cputime", clock_gettime(CLOCK_PROCESS_CPUTIME_ID, ts) == 0);
+    push_out(); check("clock_getres cputime", clock_getres(CLOCK_THREAD_CPUTIME_ID, ts) == 0);
+    /* thread names */
+    char *nm = page();
+    push_out(); check("prctl PR_GET_NAME", prctl(PR_GET_NAME, nm) == 0);
+    strcpy(nm, "kreads");
+    push_out(); check("prctl PR_SET_NAME", prctl(PR_SET_NAME, nm) == 0);
+    push_out(); check("pthread_getname_np", (errno = pthread_getname_np(pthread_self(), nm, 16)) == 0 && !strcmp(nm, "kreads"));
+    strcpy(nm, "kreads2");
+    push_out(); check("pthread_setname_np", (errno = pthread_setname_np(pthread_self(), nm)) == 0);
+    unlink(vpath);
     push_out(); check("unlink and remove", unlink(link_) == 0 && remove(file2) == 0);
     push_out(); check("rmdir", rmdir(dir) == 0);
+    /* stdout given a heap buffer, flushed by exit after a push-out */
+    setvbuf(stdout, malloc(65536), _IOFBF, 65536);
+    printf("stdout flushed at exit from a heap buffer\n");
+    push_out();
     return 0;
 }
 "#;

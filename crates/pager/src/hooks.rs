@@ -7,8 +7,10 @@
 //! `readv`, `preadv`, `write`, `pwrite`, `writev`, `pwritev`, `recv`, `recvfrom`, `recvmsg`,
 //! `send`, `sendto`, `sendmsg`, `poll`, `ppoll`, `epoll_wait`, `getrandom`, `fread`, `fwrite`,
 //! and the argv/envp of the `exec` family and `posix_spawn` are made resident and pinned for
-//! the call. Anything else the kernel reads or writes in managed memory (futex words, a raw
-//! `syscall()`) can still meet an evicted page and get EFAULT.
+//! the call; the preload's `calls.rs` pins many more (paths, results, `ioctl`, `fcntl`, ...), and
+//! a stdio buffer the program hands to `setvbuf` holds a [`LongPin`] until the stream is closed.
+//! Anything else the kernel reads or writes in managed memory (a raw `syscall()` other than a
+//! futex or `getrandom`) can still meet an evicted page and get EFAULT.
 
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -50,7 +52,9 @@ impl Pinned {
     pub fn add(&mut self, addr: *const libc::c_void, len: usize) {
         let Some(p) = crate::pager() else { return };
         let a = addr as usize;
-        if sys::in_pager() || len == 0 || !p.maybe_managed(a, len) {
+        // The range check first: it is a few plain loads, `in_pager` a thread-local lookup, and
+        // most arguments (the stack, static data, libc's memory) are not managed.
+        if len == 0 || !p.maybe_managed(a, len) || sys::in_pager() {
             return;
         }
         if p.pin_range(a, len, self.pin) && self.pin {
@@ -160,6 +164,48 @@ impl Drop for Pinned {
             for (a, l) in std::mem::take(&mut self.extra) {
                 p.unpin_range(a, l);
             }
+        }
+    }
+}
+
+/// A pin that outlives the call that took it: a stdio stream's buffer handed over by
+/// `setvbuf`, which glibc fills and drains with its internal system calls (no wrapper sees
+/// them), so its pages must stay resident for as long as the stream uses it. Taken by
+/// [`LongPin::new`], released by [`LongPin::release`] (not on drop: the holder keeps it in a
+/// table of its own). Like a scoped pin it holds one count in each page's state word; the
+/// holder must release it before the memory is freed (as a stream must be closed before its
+/// buffer is), and must keep few at once: a page's count is capped at `PIN_MAX` (255) and a
+/// pin beyond it waits for one to go, which a long pin never does on its own.
+#[derive(Debug, PartialEq, Eq)]
+pub struct LongPin {
+    addr: usize,
+    len: usize,
+}
+
+impl LongPin {
+    /// Makes `[addr, addr+len)` resident and pinned; `None` if it touches no managed memory
+    /// (then there is nothing to release).
+    pub fn new(addr: *const libc::c_void, len: usize) -> Option<LongPin> {
+        let p = crate::pager()?;
+        let a = addr as usize;
+        if len == 0 || !p.maybe_managed(a, len) || sys::in_pager() {
+            return None;
+        }
+        let _e = sys::ErrnoGuard::new();
+        p.pin_range(a, len, true)
+            .then_some(LongPin { addr: a, len })
+    }
+
+    /// The pinned range: (address, length).
+    pub fn range(&self) -> (usize, usize) {
+        (self.addr, self.len)
+    }
+
+    /// Releases the pin (its pages may be evicted again).
+    pub fn release(self) {
+        let _e = sys::ErrnoGuard::new();
+        if let Some(p) = crate::pager() {
+            p.unpin_range(self.addr, self.len);
         }
     }
 }

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
 //! Wrappers of the libc functions whose system call reads or writes program memory beyond the
 //! I/O buffers of `lib.rs`: paths, `stat` buffers, pipe and socket pairs, wait statuses,
-//! socket addresses and options, timeouts, `getcwd`, `readlink`, extended attributes, and
+//! socket addresses and options, timeouts, `getcwd`, `readlink`, extended attributes, the
+//! arguments of `ioctl`, `fcntl` and `prctl`, timers, clocks and thread names, and
 //! glibc's `_FORTIFY_SOURCE` entry points (`__read_chk`, ...), which fortified programs call
 //! instead of the plain names. Each pins what the kernel will touch for the length of the call
 //! (see `uzswap_pager::hooks::Pinned`): in SIGBUS mode a paged-out path or buffer was EFAULT
 //! ("Bad address") from `open`, `stat`, `access`, ... Unmanaged arguments (the stack, static
 //! data, libc's own allocations) cost one range check each.
 
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_uint, c_ulong, c_void};
 use std::mem::size_of;
 
 use libc::{gid_t, mode_t, off64_t, off_t, pid_t, size_t, sockaddr, socklen_t, ssize_t, uid_t};
@@ -138,11 +139,10 @@ io_wrap!(utime(path: Str, t: *const libc::utimbuf) -> c_int;
 io_wrap!(opendir(path: Str) -> *mut libc::DIR; |p| { p.add_str(path) });
 // stdio's and `remove`'s system calls are glibc-internal (`__open`, `__unlink`), out of reach of
 // the wrappers above: `git fsck` under 1M warned "unable to access '.git/info/grafts': Bad
-// address" from `fopen` (2026-11-27).
+// address" from `fopen` (2026-11-27). `freopen` is in `streams.rs` (it also drops a pinned
+// stream buffer).
 io_wrap!(fopen(path: Str, mode: Str) -> *mut libc::FILE; |p| { p.add_str(path) });
 io_wrap!(fopen64(path: Str, mode: Str) -> *mut libc::FILE; |p| { p.add_str(path) });
-io_wrap!(freopen(path: Str, mode: Str, f: *mut libc::FILE) -> *mut libc::FILE; |p| { p.add_str(path) });
-io_wrap!(freopen64(path: Str, mode: Str, f: *mut libc::FILE) -> *mut libc::FILE; |p| { p.add_str(path) });
 io_wrap!(remove(path: Str) -> c_int; |p| { p.add_str(path) });
 io_wrap!(inotify_add_watch(fd: c_int, path: Str, mask: u32) -> c_int; |p| { p.add_str(path) });
 // A null buffer makes glibc allocate one itself (libc's own memory, never managed).
@@ -195,8 +195,7 @@ io_wrap!(clock_nanosleep(c: libc::clockid_t, fl: c_int, req: *const libc::timesp
 fn fdset_bytes(n: c_int) -> usize {
     (n.max(0) as usize).div_ceil(64) * 8
 }
-/// The kernel's signal mask size (not glibc's 128-byte `sigset_t`).
-const SIGMASK: usize = 8;
+use crate::SIGMASK;
 io_wrap!(select(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *mut libc::timeval) -> c_int;
     |p| { let b = fdset_bytes(n); p.add(r.cast(), b); p.add(w.cast(), b); p.add(e.cast(), b); p.add(t.cast(), TS) });
 io_wrap!(pselect(n: c_int, r: *mut libc::fd_set, w: *mut libc::fd_set, e: *mut libc::fd_set, t: *const libc::timespec, m: *const libc::sigset_t) -> c_int;
@@ -343,3 +342,334 @@ io_wrap!(prlimit(pid: pid_t, r: c_int, new: *const libc::rlimit, old: *mut libc:
     |p| { p.add(new.cast(), RLIMIT); p.add(old.cast(), RLIMIT) });
 io_wrap!(prlimit64(pid: pid_t, r: c_int, new: *const libc::rlimit, old: *mut libc::rlimit) -> c_int;
     |p| { p.add(new.cast(), RLIMIT); p.add(old.cast(), RLIMIT) });
+
+// ---------------------------------------------------------------- ioctl, fcntl, prctl (variadic)
+
+// Declared with their optional arguments as pointer-sized words: on x86-64 a variadic call
+// passes them in the same registers, and an argument the caller did not pass is forwarded
+// unread (as `open_wrap!` forwards `open`'s mode). Pinning a word that is an integer, not an
+// address, costs one range check (it is not managed memory) or at worst makes a page or two of
+// the heap resident for the call: never wrong.
+
+/// `_IOC_SIZE` and `_IOC_DIR` of <asm-generic/ioctl.h> (x86-64).
+const IOC_SIZESHIFT: u32 = 16;
+const IOC_SIZEMASK: u32 = (1 << 14) - 1;
+const IOC_DIRSHIFT: u32 = 30;
+/// Pinned at the argument of a request with no size encoded and none in [`ioctl_classic`]:
+/// covers the structs of the unlisted classic requests (`struct serial_struct`,
+/// `serial_icounter_struct`, ...).
+const IOCTL_WINDOW: usize = 256;
+/// `struct ifreq`.
+const IFREQ: usize = 40;
+
+/// Bytes the kernel reads or writes at the argument of a classic request (direction bits
+/// `_IOC_NONE`): terminals, `FIO*`, sockets (<asm-generic/ioctls.h>, <linux/sockios.h>).
+/// `None`: the request needs more than one range (see [`ioctl_pins`]).
+fn ioctl_classic(req: u32) -> Option<usize> {
+    const INT: usize = size_of::<c_int>();
+    Some(match req {
+        // No argument, or an integer by value: TCSBRK, TCXONC, TCFLSH, TIOCEXCL, TIOCNXCL,
+        // TIOCSCTTY, TIOCCONS, TIOCNOTTY, TCSBRKP, TIOCSBRK, TIOCCBRK, FIONCLEX, FIOCLEX,
+        // TIOCSERCONFIG, TIOCMIWAIT.
+        0x5409..=0x540E
+        | 0x541D
+        | 0x5422
+        | 0x5425
+        | 0x5427
+        | 0x5428
+        | 0x5450
+        | 0x5451
+        | 0x5453
+        | 0x545C => 0,
+        // The kernel's `struct termios` (36 bytes, not glibc's 60): TCGETS, TCSETS, TCSETSW,
+        // TCSETSF, TIOCGLCKTRMIOS, TIOCSLCKTRMIOS.
+        0x5401..=0x5404 | 0x5456 | 0x5457 => 36,
+        // `struct termio`: TCGETA, TCSETA, TCSETAW, TCSETAF.
+        0x5405..=0x5408 => 18,
+        // TIOCSTI: one character.
+        0x5412 => 1,
+        // `struct winsize`: TIOCGWINSZ, TIOCSWINSZ.
+        0x5413 | 0x5414 => 8,
+        // `int` or `pid_t`: TIOCGPGRP, TIOCSPGRP, TIOCOUTQ, TIOCMGET, TIOCMBIS, TIOCMBIC,
+        // TIOCMSET, TIOCGSOFTCAR, TIOCSSOFTCAR, FIONREAD (TIOCINQ), TIOCPKT, FIONBIO,
+        // TIOCSETD, TIOCGETD, TIOCGSID, FIOASYNC, TIOCSERGWILD, TIOCSERSWILD, TIOCSERGETLSR.
+        0x540F..=0x5411
+        | 0x5415..=0x541B
+        | 0x5420
+        | 0x5421
+        | 0x5423
+        | 0x5424
+        | 0x5429
+        | 0x5452
+        | 0x5454
+        | 0x5455
+        | 0x5459 => INT,
+        // FIOQSIZE: `loff_t`.
+        0x5460 => 8,
+        // FIOSETOWN, SIOCSPGRP, FIOGETOWN, SIOCGPGRP, SIOCATMARK, SIOCOUTQNSD: `int`.
+        0x8901..=0x8905 | 0x894B => INT,
+        // SIOCGSTAMP, SIOCGSTAMPNS: a 64-bit `timeval` / `timespec`.
+        0x8906 | 0x8907 => 16,
+        // SIOCADDRT, SIOCDELRT: `struct rtentry`.
+        0x890B | 0x890C => 120,
+        // SIOCDARP, SIOCGARP, SIOCSARP, SIOCDRARP, SIOCGRARP, SIOCSRARP: `struct arpreq`.
+        0x8953..=0x8955 | 0x8960..=0x8962 => 68,
+        // SIOCGIFCONF; SIOCBRADDBR, SIOCBRDELBR (a name string); the requests whose `ifreq`
+        // points further (SIOCETHTOOL, SIOCWANDEV, SIOCSHWTSTAMP, SIOCGHWTSTAMP,
+        // SIOCDEVPRIVATE...).
+        0x8912 | 0x89A0 | 0x89A1 | 0x8946 | 0x894A | 0x89B0 | 0x89B1 | 0x89F0..=0x89FF => {
+            return None
+        }
+        // SIOCPROTOPRIVATE...: the protocol's own.
+        0x89E0..=0x89EF => IOCTL_WINDOW,
+        // The rest of the socket configuration family (SIOCGIFNAME, SIOCGIFFLAGS,
+        // SIOCSIFFLAGS, SIOCGIFADDR, ..., SIOCGIFINDEX, SIOCGIFTXQLEN, SIOCGIFMAP,
+        // SIOCBONDENSLAVE, SIOCBRADDIF, ...): `struct ifreq`.
+        0x8910..=0x89FF => IFREQ,
+        _ => IOCTL_WINDOW,
+    })
+}
+
+/// Pins what `ioctl(fd, req, arg)` has the kernel read or write: `_IOC_SIZE(req)` bytes when
+/// the request encodes a direction, else the classic request's argument.
+///
+/// # Safety
+/// `arg` as the request takes it (for SIOCGIFCONF, SIOCBRADDBR and the `ifr_data` requests it
+/// is read here, as the kernel would).
+unsafe fn ioctl_pins(p: &mut Pinned, req: u32, arg: usize) {
+    let a = arg as *const c_void;
+    if req >> IOC_DIRSHIFT != 0 {
+        p.add(a, ((req >> IOC_SIZESHIFT) & IOC_SIZEMASK) as usize);
+        return;
+    }
+    if let Some(n) = ioctl_classic(req) {
+        p.add(a, n);
+        return;
+    }
+    if arg == 0 {
+        return;
+    }
+    match req {
+        // `struct ifconf { int ifc_len; char *ifc_buf; }` and the array the kernel fills.
+        0x8912 => {
+            p.add(a, 16);
+            // SAFETY: the caller's ifconf, resident now if it is managed.
+            let (len, buf) = unsafe { (*(arg as *const c_int), *((arg + 8) as *const usize)) };
+            p.add(buf as *const c_void, len.max(0) as usize);
+        }
+        // SAFETY: a C string per the request.
+        0x89A0 | 0x89A1 => unsafe { p.add_str(arg as *const c_char) },
+        // An `ifreq` whose `ifr_data` (at offset 16) points to the request's own struct.
+        _ => {
+            p.add(a, IFREQ);
+            // SAFETY: the caller's ifreq, resident now if it is managed.
+            let data = unsafe { *((arg + 16) as *const usize) };
+            p.add(data as *const c_void, IOCTL_WINDOW);
+        }
+    }
+}
+
+/// Pins the request's argument for the call (FIONREAD into a paged-out heap `int` was EFAULT).
+///
+/// # Safety
+/// As `ioctl(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
+    static S: NextSym = NextSym::new(c"ioctl");
+    let mut pins = Pinned::none();
+    // The kernel takes the request as 32 bits (a caller may have declared it `int`).
+    // SAFETY: the caller's argument, as the request takes it.
+    unsafe { ioctl_pins(&mut pins, req as u32, arg) };
+    // SAFETY: libc's variadic ioctl, given its argument.
+    unsafe {
+        let f: unsafe extern "C" fn(c_int, c_ulong, ...) -> c_int = std::mem::transmute(S.get());
+        f(fd, req, arg)
+    }
+}
+
+/// Bytes `fcntl(fd, cmd, arg)` has the kernel read or write at `arg` (0: an integer or none).
+fn fcntl_bytes(cmd: c_int) -> usize {
+    match cmd {
+        libc::F_GETLK
+        | libc::F_SETLK
+        | libc::F_SETLKW
+        | libc::F_OFD_GETLK
+        | libc::F_OFD_SETLK
+        | libc::F_OFD_SETLKW => size_of::<libc::flock>(),
+        // F_SETOWN_EX, F_GETOWN_EX: `struct f_owner_ex`.
+        15 | 16 => 8,
+        // F_GET_RW_HINT, F_SET_RW_HINT, F_GET_FILE_RW_HINT, F_SET_FILE_RW_HINT: a `u64`.
+        1035..=1038 => 8,
+        _ => 0,
+    }
+}
+
+macro_rules! fcntl_wrap {
+    ($name:ident) => {
+        /// Pins the lock or owner struct for the call (a paged-out heap `struct flock` was
+        /// EFAULT); the argument is forwarded as the variadic one.
+        ///
+        /// # Safety
+        /// As `fcntl(2)`.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe {
+                    std::ffi::CStr::from_bytes_with_nul_unchecked(
+                        concat!(stringify!($name), "\0").as_bytes(),
+                    )
+                },
+            );
+            let mut pins = Pinned::none();
+            pins.add(arg as *const c_void, fcntl_bytes(cmd));
+            // SAFETY: libc's variadic function of this name, given its argument.
+            unsafe {
+                let f: unsafe extern "C" fn(c_int, c_int, ...) -> c_int =
+                    std::mem::transmute(S.get());
+                f(fd, cmd, arg)
+            }
+        }
+    };
+}
+
+fcntl_wrap!(fcntl);
+// `fcntl` under `_FILE_OFFSET_BITS=64` (glibc 2.28 and later).
+fcntl_wrap!(fcntl64);
+
+/// Pins what `prctl(op, a2, a3, a4, a5)` has the kernel read or write.
+///
+/// # Safety
+/// The arguments of such a call (for a seccomp filter the program is read here).
+unsafe fn prctl_pins(
+    p: &mut Pinned,
+    op: c_int,
+    a2: c_ulong,
+    a3: c_ulong,
+    a4: c_ulong,
+    a5: c_ulong,
+) {
+    let at = |x: c_ulong| x as usize as *const c_void;
+    match op {
+        libc::PR_SET_NAME | libc::PR_GET_NAME => p.add(at(a2), 16),
+        libc::PR_GET_PDEATHSIG
+        | libc::PR_GET_UNALIGN
+        | libc::PR_GET_FPEMU
+        | libc::PR_GET_FPEXC
+        | libc::PR_GET_ENDIAN
+        | libc::PR_GET_TSC
+        | libc::PR_GET_CHILD_SUBREAPER => p.add(at(a2), size_of::<c_int>()),
+        libc::PR_GET_TID_ADDRESS => p.add(at(a2), size_of::<usize>()),
+        // PR_GET_AUXV: the buffer and its size.
+        0x4155_5856 => p.add(at(a2), a3 as usize),
+        // SECCOMP_MODE_FILTER: `struct sock_fprog { u16 len; struct sock_filter *filter; }`
+        // and the filter's 8-byte instructions.
+        libc::PR_SET_SECCOMP if a2 == 2 && a3 != 0 => {
+            p.add(at(a3), 16);
+            // SAFETY: the caller's sock_fprog, resident now if it is managed.
+            let (len, filter) = unsafe {
+                (
+                    *(a3 as usize as *const u16),
+                    *((a3 as usize + 8) as *const usize),
+                )
+            };
+            p.add(filter as *const c_void, len as usize * 8);
+        }
+        libc::PR_SET_MM => match a2 {
+            // PR_SET_MM_AUXV, PR_SET_MM_MAP: a struct and its size; PR_SET_MM_MAP_SIZE: a u32.
+            12 | 14 => p.add(at(a3), a4 as usize),
+            15 => p.add(at(a3), 4),
+            _ => {}
+        },
+        // PR_SET_VMA_ANON_NAME: a name string (null clears it).
+        // SAFETY: a C string or null per the call.
+        0x5356_4d41 if a2 == 0 => unsafe { p.add_str(a5 as usize as *const c_char) },
+        _ => {}
+    }
+}
+
+/// Pins the name buffer and the other results `prctl` has the kernel write or read.
+///
+/// # Safety
+/// As `prctl(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn prctl(
+    op: c_int,
+    a2: c_ulong,
+    a3: c_ulong,
+    a4: c_ulong,
+    a5: c_ulong,
+) -> c_int {
+    static S: NextSym = NextSym::new(c"prctl");
+    let mut pins = Pinned::none();
+    // SAFETY: the caller's arguments.
+    unsafe { prctl_pins(&mut pins, op, a2, a3, a4, a5) };
+    // SAFETY: libc's variadic prctl, given every argument register.
+    unsafe {
+        let f: unsafe extern "C" fn(c_int, ...) -> c_int = std::mem::transmute(S.get());
+        f(op, a2, a3, a4, a5)
+    }
+}
+
+// ---------------------------------------------------------------- timers, signals, clocks, names
+
+const ITIMERVAL: usize = size_of::<libc::itimerval>();
+io_wrap!(getitimer(w: c_int, cur: *mut libc::itimerval) -> c_int; |p| { p.add(cur.cast(), ITIMERVAL) });
+io_wrap!(setitimer(w: c_int, new: *const libc::itimerval, old: *mut libc::itimerval) -> c_int;
+    |p| { p.add(new.cast(), ITIMERVAL); p.add(old.cast(), ITIMERVAL) });
+io_wrap!(timer_settime(t: libc::timer_t, fl: c_int, new: *const libc::itimerspec, old: *mut libc::itimerspec) -> c_int;
+    |p| { p.add(new.cast(), ITIMERSPEC); p.add(old.cast(), ITIMERSPEC) });
+io_wrap!(timer_gettime(t: libc::timer_t, cur: *mut libc::itimerspec) -> c_int; |p| { p.add(cur.cast(), ITIMERSPEC) });
+io_wrap!(timer_create(c: libc::clockid_t, ev: *mut libc::sigevent, t: *mut libc::timer_t) -> c_int;
+    |p| { p.add(ev.cast(), size_of::<libc::sigevent>()) });
+io_wrap!(sigpending(set: *mut libc::sigset_t) -> c_int; |p| { p.add(set.cast(), SIGMASK) });
+// `pthread_setname_np` of the calling thread is glibc's internal `prctl(PR_SET_NAME)`; of
+// another thread, and `pthread_getname_np`, its internal open, read and write of
+// /proc/self/task/TID/comm.
+io_wrap!(pthread_setname_np(t: libc::pthread_t, name: Str) -> c_int; |p| { p.add_str(name) });
+io_wrap!(pthread_getname_np(t: libc::pthread_t, b: *mut c_char, n: size_t) -> c_int; |p| { p.add(b.cast(), n) });
+
+macro_rules! clock_wrap {
+    ($name:ident) => {
+        /// The vDSO answers most clocks in user mode, but the CPU-time clocks (and any clock
+        /// while the clock source has no vDSO support) are a system call, which wrote a
+        /// paged-out heap `timespec` as EFAULT: a managed result goes through a copy on this
+        /// stack (cheaper than a pin on this hot path).
+        ///
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(c: libc::clockid_t, ts: *mut libc::timespec) -> c_int {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe {
+                    std::ffi::CStr::from_bytes_with_nul_unchecked(
+                        concat!(stringify!($name), "\0").as_bytes(),
+                    )
+                },
+            );
+            let f: unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> c_int =
+                // SAFETY: libc's function of this name and signature.
+                unsafe { std::mem::transmute(S.get()) };
+            if ts.is_null() || !uzswap_pager::hooks::maybe_managed(ts as usize, TS) {
+                // SAFETY: forwarded.
+                return unsafe { f(c, ts) };
+            }
+            let mut t = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: forwarded with a result on this stack, then stored in user mode.
+            unsafe {
+                let r = f(c, &mut t);
+                if r == 0 {
+                    *ts = t;
+                }
+                r
+            }
+        }
+    };
+}
+
+clock_wrap!(clock_gettime);
+clock_wrap!(clock_getres);

@@ -504,6 +504,7 @@ extern "C" fn at_fork_parent() {
     hooks::fork_parent();
 }
 extern "C" fn at_fork_child() {
+    streams::after_fork_child();
     hooks::fork_child();
 }
 
@@ -818,6 +819,37 @@ pub unsafe extern "C" fn sigaltstack(ss: *const libc::stack_t, old: *mut libc::s
     unsafe { signals::user_sigaltstack(ss, old) }
 }
 
+/// The kernel's signal mask size (not glibc's 128-byte `sigset_t`).
+const SIGMASK: usize = 8;
+
+type MaskFn = extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int;
+
+/// `sigprocmask` and `pthread_sigmask`: SIGBUS stripped from a set that blocks; the set is
+/// handed on as a copy on this stack and the old mask's buffer, which the kernel writes, is
+/// pinned (a paged-out heap `sigset_t` was EFAULT).
+///
+/// # Safety
+/// `set` and `old` null or valid; `f` libc's function.
+unsafe fn set_mask(
+    f: MaskFn,
+    how: c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> c_int {
+    let mut pins = Pinned::none();
+    pins.add(old.cast(), SIGMASK);
+    // SAFETY: valid per the caller.
+    let copy = match unsafe { hooks::filter_mask(set) } {
+        Some(s) if how != libc::SIG_UNBLOCK => Some(s),
+        // SAFETY: as above; read here in user mode (a fault resolves).
+        _ => (!set.is_null()).then(|| unsafe { *set }),
+    };
+    match &copy {
+        Some(s) => f(how, s, old),
+        None => f(how, set, old),
+    }
+}
+
 /// # Safety
 /// As `sigprocmask(2)`.
 #[no_mangle]
@@ -829,12 +861,12 @@ pub unsafe extern "C" fn sigprocmask(
     static S: NextSym = NextSym::new(c"sigprocmask");
     // SAFETY: libc's sigprocmask, with SIGBUS stripped from the set.
     unsafe {
-        let f: extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int =
-            std::mem::transmute(S.get());
-        match hooks::filter_mask(set) {
-            Some(s) if how != libc::SIG_UNBLOCK => f(how, &s, old),
-            _ => f(how, set, old),
-        }
+        set_mask(
+            std::mem::transmute::<*mut c_void, MaskFn>(S.get()),
+            how,
+            set,
+            old,
+        )
     }
 }
 
@@ -849,12 +881,53 @@ pub unsafe extern "C" fn pthread_sigmask(
     static S: NextSym = NextSym::new(c"pthread_sigmask");
     // SAFETY: libc's pthread_sigmask, with SIGBUS stripped from the set.
     unsafe {
-        let f: extern "C" fn(c_int, *const libc::sigset_t, *mut libc::sigset_t) -> c_int =
+        set_mask(
+            std::mem::transmute::<*mut c_void, MaskFn>(S.get()),
+            how,
+            set,
+            old,
+        )
+    }
+}
+
+/// SIGBUS stripped from the mask (a handler that runs during the wait runs with it, and may
+/// fault), which is handed on as a copy on this stack: the wait may be long, and the kernel
+/// reads the mask itself (a paged-out heap mask was EFAULT).
+///
+/// # Safety
+/// As `sigsuspend(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn sigsuspend(mask: *const libc::sigset_t) -> c_int {
+    static S: NextSym = NextSym::new(c"sigsuspend");
+    // SAFETY: libc's sigsuspend; the copy is read from the caller's valid mask.
+    unsafe {
+        let f: extern "C" fn(*const libc::sigset_t) -> c_int = std::mem::transmute(S.get());
+        let copy = match hooks::filter_mask(mask) {
+            Some(s) => s,
+            None if !mask.is_null() => *mask,
+            None => return f(mask),
+        };
+        f(&copy)
+    }
+}
+
+/// The set is handed on as a copy on this stack (the wait may be long; glibc's internal
+/// `sigtimedwait` has the kernel read it).
+///
+/// # Safety
+/// As `sigwait(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn sigwait(set: *const libc::sigset_t, sig: *mut c_int) -> c_int {
+    static S: NextSym = NextSym::new(c"sigwait");
+    // SAFETY: libc's sigwait; the copy is read from the caller's valid set.
+    unsafe {
+        let f: extern "C" fn(*const libc::sigset_t, *mut c_int) -> c_int =
             std::mem::transmute(S.get());
-        match hooks::filter_mask(set) {
-            Some(s) if how != libc::SIG_UNBLOCK => f(how, &s, old),
-            _ => f(how, set, old),
+        if set.is_null() {
+            return f(set, sig);
         }
+        let copy = *set;
+        f(&copy, sig)
     }
 }
 
@@ -1177,6 +1250,7 @@ unsafe fn pin_futex_args(
 }
 
 mod calls;
+mod streams;
 
 /// Buffers above this size are read and written in pieces of it (regular files only, where a
 /// loop of calls returns what one call would): a pinned buffer is resident for the whole call,
