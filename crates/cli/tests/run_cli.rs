@@ -1236,6 +1236,76 @@ fn real_applications_sqlite_through_python_and_node() {
     }
 }
 
+/// io_uring is refused under `uzswap run`: the ring's kernel side reads and writes buffers
+/// long after the system call that queued them, where no wrapper can pin them. Before, Node
+/// with `UV_USE_IO_URING=1` failed its first `fs.readFile` with EFAULT (a fresh Buffer's
+/// never-filled page); now libuv falls back to its thread pool and the program's output is the
+/// plain run's. A C program asking for a ring gets ENOSYS, as on a kernel without io_uring.
+#[test]
+fn io_uring_is_refused_and_node_falls_back_to_plain_reads() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(void) {
+    char params[120];
+    memset(params, 0, sizeof params);
+    long fd = syscall(SYS_io_uring_setup, 8, params);
+    printf("io_uring_setup %ld %s\n", fd, fd < 0 ? strerror(errno) : "ring");
+    return 0;
+}
+"#;
+    let exe = compile("iouring", src, &[]);
+    let rep = workdir().join("iouring.json");
+    let out = run_under("16M", &rep, &[exe.to_str().unwrap()]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "io_uring_setup -1 Function not implemented",
+        "{out:?}"
+    );
+    assert_eq!(report(&rep)["pager"]["io_uring_refused"], 1);
+
+    let Some(node) = find_tool(&["node", "nodejs"]) else {
+        println!("SKIPPED: no node");
+        return;
+    };
+    let data = workdir().join("iouring.bin");
+    let bytes: Vec<u8> = (0..8u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(&data, &bytes).unwrap();
+    let script = format!(
+        "const fs = require('fs'); const c = require('crypto'); const h = c.createHash('sha256');\n\
+         (async () => {{ for (let i = 0; i < 3; i++) {{ h.update(await fs.promises.readFile('{0}')); \
+         h.update(fs.readFileSync('{0}')); }} console.log(h.digest('hex')); }})()\n\
+         .catch(e => {{ console.error('ERR', e.code); process.exit(3); }});",
+        data.display()
+    );
+    let iou = std::ffi::OsStr::new("1");
+    let plain = Command::new(&node)
+        .args(["-e", &script])
+        .env("UV_USE_IO_URING", iou)
+        .output()
+        .unwrap();
+    assert!(plain.status.success(), "{plain:?}");
+    let rep = workdir().join("iouring-node.json");
+    let out = run_under_env(
+        "24M",
+        &[],
+        &[("UV_USE_IO_URING", iou)],
+        &rep,
+        &[&node, "-e", &script],
+    );
+    assert_same(&plain, &out);
+    assert!(report(&rep)["pager"]["io_uring_refused"].as_u64().unwrap() >= 1);
+}
+
 /// The clock hand resumes where it stopped, inside its region: a hot set at the low end of a
 /// one-region heap larger than the budget stays resident (a sweep that restarted at the
 /// region's first page took those pages on every fault: one fault per access).

@@ -226,6 +226,16 @@ pub fn count_pinned_wait() {
     }
 }
 
+/// Should `io_uring_setup` be refused (the pager manages this process's memory)? Counts the
+/// refusal (`io_uring_refused` in the report).
+pub fn refuse_io_uring() -> bool {
+    let Some(p) = crate::pager() else {
+        return false;
+    };
+    p.seg.io_uring_refused.fetch_add(1, Relaxed);
+    true
+}
+
 /// Should a new mapping with these arguments be managed?
 pub fn wants(len: usize, flags: i32, fd: i32) -> bool {
     let anon_private = flags & libc::MAP_ANONYMOUS != 0

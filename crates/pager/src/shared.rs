@@ -91,6 +91,9 @@ pub struct Segment {
     /// Program images that exec'd without the `execve` wrapper (`execl`, a raw system call):
     /// the next image found their charge still in the tree and took it off.
     pub execs_unwrapped: AtomicU64,
+    /// `io_uring_setup` calls refused with ENOSYS (the ring's kernel-side accesses to managed
+    /// buffers would bypass every wrapper).
+    pub io_uring_refused: AtomicU64,
     /// Pages written to the trace recording's page file.
     pub trace_pages: AtomicU64,
     /// Bumped (and futex-woken) when a process is over the tree's budget with nothing left to

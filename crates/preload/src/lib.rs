@@ -1178,6 +1178,16 @@ pub unsafe extern "C" fn syscall(
     a6: libc::c_long,
 ) -> libc::c_long {
     static S: NextSym = NextSym::new(c"syscall");
+    if nr == libc::SYS_io_uring_setup && hooks::refuse_io_uring() {
+        // An io_uring's kernel side reads and writes the program's buffers long after the
+        // system call that queued them, where no wrapper can pin them: an evicted (or never
+        // filled) buffer page fails with EFAULT (Node with UV_USE_IO_URING=1 failed its first
+        // `fs.readFile`). Refused as a kernel without io_uring refuses it; libuv and liburing's
+        // users fall back to plain system calls or report the error.
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::ENOSYS };
+        return -1;
+    }
     let _pins = if nr == libc::SYS_futex || nr == libc::SYS_futex_waitv {
         // SAFETY: the futex system call's arguments, as the kernel reads them.
         unsafe { pin_futex_args(nr, a1, a2, a4, a5) }

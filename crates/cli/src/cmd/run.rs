@@ -622,6 +622,7 @@ fn build_report(
             "pinned_futex_waits": l(&seg.pinned_waits),
             "unmanageable_mappings": l(&seg.unmanageable),
             "execs_unwrapped": l(&seg.execs_unwrapped),
+            "io_uring_refused": l(&seg.io_uring_refused),
         },
     })
 }
