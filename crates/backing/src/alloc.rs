@@ -30,6 +30,9 @@ const WORDS: usize = CLUSTER_SLOTS / 64;
 /// Allocation lanes (threads are spread over them round-robin at first use).
 pub const LANES: usize = 32;
 const NO_CLUSTER: u32 = u32::MAX;
+/// Records one search for a cluster in use with a free slot looks at before it falls back to
+/// a free cluster: bounds the search's cost (one cache line each) in a large, full area.
+const NONFULL_PROBES: usize = 64;
 
 /// Words of one cluster's record: the used counter, then the 512-bit bitmap (bit set = slot
 /// allocated), padded to 128 bytes so that each record has cache lines of its own.
@@ -60,6 +63,13 @@ pub struct SlotMap {
     /// Where the next search for a cluster in use with a free slot starts (only touched when a
     /// lane's cluster runs out).
     hint: AtomicUsize,
+    /// Clusters in use with a free slot (lanes' own included), kept by the transitions of each
+    /// cluster's used count (wrapping: briefly "negative" while a free and an allocation race).
+    /// Zero while the area only grows, which then skips the search for one.
+    nonfull: AtomicUsize,
+    /// Every cluster below this one was in use when last looked at: where the search for the
+    /// lowest free cluster starts (lowered by a free that empties a cluster).
+    free_hint: AtomicUsize,
     /// One past the highest cluster ever taken: the searches stop there (the records beyond are
     /// free and, in a large area, memory never touched).
     top: AtomicUsize,
@@ -111,6 +121,8 @@ impl SlotMap {
             n,
             lanes,
             hint: AtomicUsize::new(0),
+            nonfull: AtomicUsize::new(0),
+            free_hint: AtomicUsize::new(0),
             top: AtomicUsize::new(0),
             capacity,
         };
@@ -160,10 +172,11 @@ impl SlotMap {
     #[cold]
     fn alloc_slow(&self, lane: &Lane) -> Option<u64> {
         let top = self.top.load(Ordering::Relaxed).min(self.n);
-        // Pass 1: a cluster in use with a free slot, from where the last such search ended.
-        if top > 0 {
+        // Pass 1: a cluster in use with a free slot, from where the last such search ended, at
+        // most `NONFULL_PROBES` records a time (later searches go on from there).
+        if top > 0 && (self.nonfull.load(Ordering::Relaxed) as isize) > 0 {
             let start = self.hint.load(Ordering::Relaxed) % top;
-            for i in 0..top {
+            for i in 0..top.min(NONFULL_PROBES) {
                 let c = (start + i) % top;
                 let used = self.cluster(c).used.load(Ordering::Relaxed);
                 if used == 0 || used >= u64::from(self.size(c)) {
@@ -174,21 +187,34 @@ impl SlotMap {
                     return Some(s);
                 }
             }
+            self.hint
+                .store(start + top.min(NONFULL_PROBES), Ordering::Relaxed);
         }
-        // Pass 2: the lowest free cluster, so that the file grows at its end. Pass 3: any slot
-        // (clusters changed state during the passes).
-        for want_empty in [true, false] {
-            for c in 0..self.n {
-                let used = self.cluster(c).used.load(Ordering::Relaxed);
-                if used >= u64::from(self.size(c)) || (want_empty && used != 0) {
-                    continue;
-                }
-                if let Some(s) = self.take(lane, c) {
-                    return Some(s);
-                }
+        // Pass 2: the lowest free cluster, so that the file grows at its end.
+        let from = self.free_hint.load(Ordering::Relaxed).min(self.n);
+        for c in (from..self.n).chain(0..from) {
+            if self.cluster(c).used.load(Ordering::Relaxed) != 0 {
+                continue;
+            }
+            if let Some(s) = self.take(lane, c) {
+                // Unless a free lowered it meanwhile.
+                let _ = self.free_hint.compare_exchange(
+                    from,
+                    c + 1,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                return Some(s);
             }
         }
-        None
+        // Pass 3: any slot (clusters changed state during the passes).
+        (0..self.n).find_map(|c| {
+            let used = self.cluster(c).used.load(Ordering::Relaxed);
+            if used >= u64::from(self.size(c)) {
+                return None;
+            }
+            self.take(lane, c)
+        })
     }
 
     /// Allocates in cluster `c` and makes it the lane's.
@@ -203,11 +229,13 @@ impl SlotMap {
         let cl = self.cluster(c);
         let size = u64::from(self.size(c));
         // Reserve first: once the counter is incremented a clear bit is guaranteed to exist.
-        cl.used
+        let prev = cl
+            .used
             .fetch_update(Ordering::Acquire, Ordering::Relaxed, |u| {
                 (u < size).then_some(u + 1)
             })
             .ok()?;
+        self.count_transition(prev, prev + 1, size);
         loop {
             for (w, word) in cl.bits.iter().enumerate() {
                 let mut cur = word.load(Ordering::Relaxed);
@@ -237,8 +265,28 @@ impl SlotMap {
         if prev & mask == 0 {
             return false;
         }
-        cl.used.fetch_sub(1, Ordering::Release);
+        let c = off / CLUSTER_SLOTS;
+        let prev = cl.used.fetch_sub(1, Ordering::Release);
+        self.count_transition(prev, prev - 1, u64::from(self.size(c)));
+        if prev == 1 {
+            self.free_hint.fetch_min(c, Ordering::Relaxed);
+        }
         true
+    }
+
+    /// Keeps `nonfull` as a cluster's used count goes from `prev` to `now` (of `size`).
+    #[inline]
+    fn count_transition(&self, prev: u64, now: u64, size: u64) {
+        let partial = |u: u64| u != 0 && u < size;
+        match (partial(prev), partial(now)) {
+            (false, true) => {
+                self.nonfull.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.nonfull.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
     }
 
     /// Marks a specific free slot allocated (used when reopening a file); false if already taken.
@@ -250,9 +298,10 @@ impl SlotMap {
         if prev & mask != 0 {
             return false;
         }
-        cl.used.fetch_add(1, Ordering::AcqRel);
-        self.top
-            .fetch_max(off / CLUSTER_SLOTS + 1, Ordering::Relaxed);
+        let c = off / CLUSTER_SLOTS;
+        let prev = cl.used.fetch_add(1, Ordering::AcqRel);
+        self.count_transition(prev, prev + 1, u64::from(self.size(c)));
+        self.top.fetch_max(c + 1, Ordering::Relaxed);
         true
     }
 
@@ -361,6 +410,25 @@ mod tests {
         // Full now: the next cluster is the lowest free one.
         let s = m.alloc().unwrap();
         assert_eq!(s / cs, 8);
+    }
+
+    /// A cluster emptied below the others is the next one taken when none in use has room.
+    #[test]
+    fn an_emptied_low_cluster_is_taken_before_the_next_fresh_one() {
+        let cs = CLUSTER_SLOTS as u64;
+        let m = SlotMap::new(cs * 16);
+        for _ in 0..cs * 4 {
+            m.alloc().unwrap();
+        }
+        for s in cs..cs * 2 {
+            assert!(m.free(s));
+        }
+        let s = m.alloc().unwrap();
+        assert_eq!(s / cs, 1, "slot {s}");
+        for _ in 1..cs {
+            assert_eq!(m.alloc().unwrap() / cs, 1);
+        }
+        assert_eq!(m.alloc().unwrap() / cs, 4, "then the area grows at its end");
     }
 
     #[test]
