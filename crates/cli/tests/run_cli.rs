@@ -1306,6 +1306,43 @@ int main(void) {
     assert!(report(&rep)["pager"]["io_uring_refused"].as_u64().unwrap() >= 1);
 }
 
+/// `madvise(MADV_POPULATE_WRITE/READ)` over managed memory larger than the budget succeeds
+/// (the kernel's populate met evicted or never-filled pages and returned EFAULT), and the
+/// program reads back what it wrote.
+#[test]
+fn populate_advice_over_managed_memory_succeeds() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+int main(void) {
+    size_t len = 48 << 20;
+    unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    int r = madvise(p, len, 23 /* MADV_POPULATE_WRITE */);
+    printf("populate_write %d %s\n", r, r ? strerror(errno) : "");
+    for (size_t i = 0; i < len; i += 4096) p[i] = (unsigned char)(i >> 12);
+    r = madvise(p, len, 22 /* MADV_POPULATE_READ */);
+    printf("populate_read %d %s\n", r, r ? strerror(errno) : "");
+    r = madvise(p, len, 23);
+    printf("populate_write again %d %s\n", r, r ? strerror(errno) : "");
+    unsigned long sum = 0, bad = 0;
+    for (size_t i = 0; i < len; i += 4096) {
+        sum += p[i];
+        bad += p[i] != (unsigned char)(i >> 12);
+    }
+    printf("sum %lu bad %lu\n", sum, bad);
+    return 0;
+}
+"#;
+    let exe = compile("populate", src, &[]);
+    let r = same_output("16M", &[exe.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+}
+
 /// The clock hand resumes where it stopped, inside its region: a hot set at the low end of a
 /// one-region heap larger than the budget stays resident (a sweep that restarted at the
 /// region's first page took those pages on every fault: one fault per access).

@@ -338,11 +338,39 @@ pub unsafe fn madvise(addr: usize, len: usize, mut advice: i32) -> i32 {
             drop(guard);
             return ret0(r);
         }
+        MADV_POPULATE_READ | MADV_POPULATE_WRITE => {
+            // SAFETY: forwarded.
+            let r = unsafe { sys::raw_madvise(addr, len, advice) };
+            if r != Err(libc::EFAULT) {
+                return ret0(r);
+            }
+            // The kernel's populate met a managed page that is evicted or was never filled
+            // (userfaultfd in SIGBUS mode: EFAULT; a JVM pre-touching its heap this way got
+            // "Bad address"). Fill them the way a fault would, a piece at a time so that
+            // reclaim can make room between pieces, as the kernel's populate reclaims under a
+            // memory limit. A never-filled page is filled even for POPULATE_READ, which the
+            // kernel would map to the zero page.
+            drop(_b);
+            let end = addr.saturating_add(len);
+            let mut a = addr;
+            while a < end {
+                let n = (end - a).min(POPULATE_PIECE);
+                p.pin_range(a, n, false);
+                a += n;
+            }
+            return 0;
+        }
         _ => {}
     }
     // SAFETY: forwarded.
     ret0(unsafe { sys::raw_madvise(addr, len, advice) })
 }
+
+/// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` (Linux 5.14).
+const MADV_POPULATE_READ: i32 = 22;
+const MADV_POPULATE_WRITE: i32 = 23;
+/// Managed pages a populate fills per step.
+const POPULATE_PIECE: usize = 1 << 20;
 
 /// `mremap`.
 ///
