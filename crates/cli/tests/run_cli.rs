@@ -284,6 +284,22 @@ fn c_program_identical_under_budget() {
     assert!(rss <= (8 << 20) + (12 << 20), "peak RSS {rss}");
 }
 
+/// Under an address-space limit (`ulimit -v`), which counts the heap reservation, the heap is
+/// reserved within the room left and stays managed: before, the 16 GiB reservation failed,
+/// malloc stayed unmanaged and nothing of the heap was paged.
+#[test]
+fn the_heap_stays_managed_under_an_address_space_limit() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = fill_small();
+    let cmd = format!("ulimit -v 4000000 && exec {} 40", exe.display());
+    let r = same_output("8M", &["/bin/sh", "-c", &cmd]);
+    assert!(r["counters"]["zswpout"].as_u64().unwrap() > 1000, "{r}");
+    let charged = r["budget"]["peak_charged_bytes"].as_u64().unwrap();
+    assert!(charged <= (8 << 20) + (2 << 20), "peak charged {charged}");
+}
+
 #[test]
 fn background_reclaim_evicts_beside_the_program_and_off_leaves_it_to_faults() {
     if !uffd_ok() {

@@ -387,7 +387,7 @@ fn setup_heap() {
     let size: usize = std::env::var("UZSWAP_HEAP_RESERVE")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(16 << 30);
+        .unwrap_or_else(|| reserve_within_address_limit(16 << 30));
     // The reservation is plain memory while mimalloc sets its arenas up, and managed only
     // after: mimalloc's meta-data at the start of each arena (some 80 bitmap pages touched)
     // then faults in as ordinary memory instead of taking the pager's fault path, which filled
@@ -455,6 +455,33 @@ fn setup_heap() {
     HEAP_LO.store(base, Relaxed);
     HEAP_HI.store(base + size, Relaxed);
     READY.store(true, Relaxed);
+}
+
+/// The heap reservation's size: `default`, or under an address-space limit (`ulimit -v`,
+/// RLIMIT_AS, which counts the reservation although it is never committed) half the room left
+/// below it, so that the program's own mappings keep the other half. Before, the 16 GiB
+/// reservation failed under such a limit and malloc stayed unmanaged (outside the budget).
+fn reserve_within_address_limit(default: usize) -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid out-parameter.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
+        || lim.rlim_cur == libc::RLIM_INFINITY
+    {
+        return default;
+    }
+    let mapped = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<usize>().ok())
+        .map_or(0, |pages| pages * 4096);
+    let room = usize::try_from(lim.rlim_cur)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(mapped)
+        / 2;
+    // Whole 64 MiB pieces (the smallest arena handed to mimalloc below).
+    default.min(room & !((64 << 20) - 1))
 }
 
 /// Records the executable segments of libc and the dynamic loader.
