@@ -1322,6 +1322,51 @@ int main(void) {
     assert!(report(&rep)["pager"]["io_uring_refused"].as_u64().unwrap() >= 1);
 }
 
+/// A fork child reads zeros in a `MADV_WIPEONFORK` range, as without uzswap, even when the
+/// parent's pages there were evicted before the fork (the child's pager filled them from the
+/// parent's copies: the whole 1 MiB came back in the child).
+#[test]
+fn a_wipe_on_fork_range_reads_zeros_in_the_child() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(void) {
+    size_t len = 1 << 20;
+    unsigned char *w = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (madvise(w, len, MADV_WIPEONFORK)) perror("wipeonfork");
+    memset(w, 0xab, len);
+    size_t big = 48 << 20;
+    unsigned char *b = malloc(big);
+    memset(b, 1, big);
+    unsigned long s = 0;
+    for (size_t i = 0; i < big; i += 4096) s += b[i];
+    pid_t c = fork();
+    if (c == 0) {
+        unsigned long nz = 0;
+        for (size_t i = 0; i < len; i++) nz += w[i] != 0;
+        printf("child nonzero %lu\n", nz);
+        fflush(stdout);
+        _exit(0);
+    }
+    waitpid(c, NULL, 0);
+    unsigned long ab = 0;
+    for (size_t i = 0; i < len; i++) ab += w[i] == 0xab;
+    printf("parent 0xab %lu sum %lu\n", ab, s);
+    return 0;
+}
+"#;
+    let exe = compile("wipeonfork", src, &[]);
+    let r = same_output("16M", &[exe.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+}
+
 /// `madvise(MADV_POPULATE_WRITE/READ)` over managed memory larger than the budget succeeds
 /// (the kernel's populate met evicted or never-filled pages and returned EFAULT), and the
 /// program reads back what it wrote.

@@ -338,6 +338,7 @@ pub unsafe fn madvise(addr: usize, len: usize, mut advice: i32) -> i32 {
             drop(guard);
             return ret0(r);
         }
+        libc::MADV_WIPEONFORK => p.unmanage_range(addr, len),
         MADV_POPULATE_READ | MADV_POPULATE_WRITE => {
             // SAFETY: forwarded.
             let r = unsafe { sys::raw_madvise(addr, len, advice) };

@@ -502,6 +502,25 @@ impl Pager {
         }
     }
 
+    /// Takes `[addr, addr+len)` out of the pager's hands for good: its pages are brought back,
+    /// forgotten, cut from the regions and unregistered from the userfaultfd, so that they are
+    /// plain memory from now on (outside the budget). For `MADV_WIPEONFORK`: a fork child must
+    /// read zeros there, but a child's pager would fill the range from the parent's evicted
+    /// pages (a 1 MiB range pushed out before `fork` read back whole in the child).
+    pub fn unmanage_range(&self, addr: usize, len: usize) {
+        if !self.pin_range(addr, len, true) {
+            return;
+        }
+        let lo = addr & !(PAGE - 1);
+        let hi = addr.saturating_add(len).div_ceil(PAGE) * PAGE;
+        let guard = self.drop_range(lo, hi - lo, true);
+        let _g = InPager::enter();
+        if self.uffd().unregister(lo, hi - lo).is_err() {
+            sys::raw_stderr(b"uzswap: cannot unregister a range taken out of paging\n");
+        }
+        drop(guard);
+    }
+
     /// The program drops `[addr, addr+len)` (munmap, MADV_DONTNEED, MAP_FIXED over it): forget
     /// evicted copies and resident counts. With `unmap`, the regions are cut too. The caller
     /// then performs the real call while `hold` (the returned write guard) is alive, so no
