@@ -1322,6 +1322,71 @@ int main(void) {
     assert!(report(&rep)["pager"]["io_uring_refused"].as_u64().unwrap() >= 1);
 }
 
+/// Signal handlers run on stacks the program made from its heap: a coroutine's
+/// (`makecontext`) and a thread's (`pthread_attr_setstack`). The kernel writes the signal
+/// frame there itself; a frame that met an evicted or never-filled page was SIGSEGV (a SIGALRM
+/// timer during a coroutine on a malloc'd stack: exit status 139).
+#[test]
+fn signal_handlers_run_on_coroutine_and_thread_stacks_from_the_heap() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <ucontext.h>
+static volatile long ticks;
+static void on_alarm(int s) { (void)s; ticks++; }
+static ucontext_t main_ctx, co_ctx;
+static long deep(int d) {
+    volatile char buf[512];
+    memset((char *)buf, d, sizeof buf);
+    return d ? deep(d - 1) + buf[7] : buf[3];
+}
+static long co_sum;
+static void co(void) { for (int r = 0; r < 2000; r++) co_sum += deep(40); }
+static void *thread_main(void *a) {
+    long s = 0;
+    for (int r = 0; r < 2000; r++) s += deep(40);
+    return (void *)s;
+}
+int main(void) {
+    signal(SIGALRM, on_alarm);
+    struct itimerval it = {{0, 200}, {0, 200}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    size_t ss = 1 << 20, big = 40 << 20;
+    char *stack = malloc(ss), *tstack = malloc(ss), *b = malloc(big);
+    memset(b, 1, big);
+    for (int k = 0; k < 4; k++) {
+        memset(b, k, big);
+        getcontext(&co_ctx);
+        co_ctx.uc_stack.ss_sp = stack;
+        co_ctx.uc_stack.ss_size = ss;
+        co_ctx.uc_link = &main_ctx;
+        makecontext(&co_ctx, co, 0);
+        swapcontext(&main_ctx, &co_ctx);
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setstack(&at, tstack, ss);
+        pthread_t t;
+        void *r;
+        pthread_create(&t, &at, thread_main, NULL);
+        pthread_join(t, &r);
+        printf("round %d: %ld %ld\n", k, co_sum, (long)r);
+    }
+    printf("ticks %d\n", ticks > 0);
+    return 0;
+}
+"#;
+    let exe = compile("heapstacks", src, &[]);
+    let r = same_output("16M", &[exe.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+}
+
 /// A fork child reads zeros in a `MADV_WIPEONFORK` range, as without uzswap, even when the
 /// parent's pages there were evicted before the fork (the child's pager filled them from the
 /// parent's copies: the whole 1 MiB came back in the child).

@@ -236,6 +236,19 @@ pub fn refuse_io_uring() -> bool {
     true
 }
 
+/// Takes `[addr, addr+len)` out of paging for good, if it is managed (see
+/// `Pager::unmanage_range`): a stack the program runs on, whose signal frames the kernel writes
+/// itself (a frame that meets an evicted or never-filled page is SIGSEGV, not a fault the
+/// pager could resolve).
+pub fn unmanage(addr: usize, len: usize) {
+    if let Some(p) = crate::pager() {
+        if len != 0 && !sys::in_pager() && p.maybe_managed(addr, len) {
+            let _b = SigBlock::new();
+            p.unmanage_range(addr, len);
+        }
+    }
+}
+
 /// Should a new mapping with these arguments be managed?
 pub fn wants(len: usize, flags: i32, fd: i32) -> bool {
     let anon_private = flags & libc::MAP_ANONYMOUS != 0

@@ -1287,6 +1287,7 @@ unsafe fn pin_futex_args(
 }
 
 mod calls;
+mod stacks;
 mod streams;
 
 /// Buffers above this size are read and written in pieces of it (regular files only, where a
