@@ -2006,6 +2006,98 @@ fn calls_whose_kernel_side_reads_paged_out_paths_and_buffers_succeed() {
     assert!(r["pager"]["pinned_syscalls"].as_u64().unwrap() > 20, "{r}");
 }
 
+/// Message queues, semaphores, `vmsplice`, `process_vm_readv`/`writev`, `mincore`,
+/// `getresuid`/`getresgid` and `capget` with their buffers in paged-out heap memory (each
+/// was "Bad address" before they were wrapped).
+const IPC_CALLS: &str = r#"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <mqueue.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <linux/capability.h>
+#include <sys/syscall.h>
+extern int capget(cap_user_header_t, cap_user_data_t);
+static unsigned char *hog;
+static const size_t hogn = 40u << 20;
+static int step;
+static void push_out(void) { step++; for (int r = 0; r < 2; r++) for (size_t i = 0; i < hogn; i += 4096) hog[i] = (unsigned char)(i + step + r); }
+static void *page(void) { void *p = malloc(4096); memset(p, 0, 4096); return p; }
+static void check(const char *what, int ok) { printf("%s %s\n", what, ok ? "ok" : strerror(errno)); fflush(stdout); }
+struct msg { long type; char text[64]; };
+int main(void) {
+    hog = malloc(hogn);
+    int q = msgget(IPC_PRIVATE, 0600 | IPC_CREAT);
+    struct msg *m = page();
+    m->type = 1; strcpy(m->text, "hello queue");
+    push_out(); check("msgsnd", msgsnd(q, m, sizeof m->text, 0) == 0);
+    struct msg *r = page();
+    push_out(); check("msgrcv", msgrcv(q, r, sizeof r->text, 0, IPC_NOWAIT) > 0 && !strcmp(r->text, "hello queue"));
+    msgctl(q, IPC_RMID, 0);
+    int sem = semget(IPC_PRIVATE, 1, 0600 | IPC_CREAT);
+    struct sembuf *ops = page();
+    ops->sem_num = 0; ops->sem_op = 1; ops->sem_flg = 0;
+    push_out(); check("semop", semop(sem, ops, 1) == 0 && semctl(sem, 0, GETVAL) == 1);
+    semctl(sem, 0, IPC_RMID);
+    char name[32]; snprintf(name, sizeof name, "/uzswap-ipc-%d", getpid());
+    struct mq_attr at = { .mq_maxmsg = 4, .mq_msgsize = 64 };
+    mqd_t mq = mq_open(name, O_RDWR | O_CREAT | O_NONBLOCK, 0600, &at);
+    if (mq != (mqd_t)-1) {
+        mq_unlink(name);
+        char *mb = page(); strcpy(mb, "hello mq");
+        push_out(); check("mq_send", mq_send(mq, mb, 9, 3) == 0);
+        char *rb = page(); unsigned *prio = page();
+        push_out(); check("mq_receive", mq_receive(mq, rb, 64, prio) == 9 && !strcmp(rb, "hello mq") && *prio == 3);
+        mq_close(mq);
+    } else {
+        printf("mq_send ok\nmq_receive ok\n");
+    }
+    int pfd[2]; pipe(pfd);
+    char *vb = page(); strcpy(vb, "spliced");
+    struct iovec *vi = page(); vi->iov_base = vb; vi->iov_len = 8;
+    push_out(); check("vmsplice", vmsplice(pfd[1], vi, 1, 0) == 8);
+    char back[8]; read(pfd[0], back, 8);
+    check("vmsplice data", !strcmp(back, "spliced"));
+    char *src = page(), *dst = page(); strcpy(src, "across");
+    struct iovec *li = page(), *ri = page();
+    li->iov_base = dst; li->iov_len = 7; ri->iov_base = src; ri->iov_len = 7;
+    push_out(); check("process_vm_readv", process_vm_readv(getpid(), li, 1, ri, 1, 0) == 7 && !strcmp(dst, "across"));
+    strcpy(src, "writes");
+    li->iov_base = src; ri->iov_base = dst;
+    push_out(); check("process_vm_writev", process_vm_writev(getpid(), li, 1, ri, 1, 0) == 7 && !strcmp(dst, "writes"));
+    unsigned char *vec = page();
+    void *hp = (void *)(((unsigned long)hog + 4095) & ~4095UL);
+    push_out(); check("mincore", mincore(hp, 64 * 4096, vec) == 0);
+    uid_t *u = page();
+    push_out(); check("getresuid", getresuid(u, u + 1, u + 2) == 0 && u[0] == getuid());
+    gid_t *g = page();
+    push_out(); check("getresgid", getresgid(g, g + 1, g + 2) == 0 && g[0] == getgid());
+    struct __user_cap_header_struct *ch = page();
+    struct __user_cap_data_struct *cd = page();
+    ch->version = _LINUX_CAPABILITY_VERSION_3; ch->pid = 0;
+    push_out(); check("capget", capget(ch, cd) == 0);
+    return 0;
+}
+"#;
+
+#[test]
+fn ipc_and_process_calls_over_paged_out_buffers_succeed() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("ipc_calls", IPC_CALLS, &[]);
+    let r = same_output("8M", &[exe.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 10000, "{r}");
+}
+
 /// Threads that each grow a heap block by `realloc` from 1 MiB to 24 MiB, writing a pattern of
 /// their own into each new part, and check the whole block after every growth and at the end.
 const REALLOC_GROW: &str = r#"

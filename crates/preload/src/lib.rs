@@ -1287,6 +1287,7 @@ unsafe fn pin_futex_args(
 }
 
 mod calls;
+mod ipc;
 mod stacks;
 mod streams;
 
