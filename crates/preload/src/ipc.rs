@@ -54,8 +54,9 @@ io_wrap!(process_vm_writev(pid: pid_t, l: Iov, ln: c_ulong, r: Iov, rn: c_ulong,
 /// # Safety
 /// `r` null or `rn` valid iovecs.
 unsafe fn remote_iovs(p: &mut Pinned, pid: pid_t, r: Iov, rn: c_ulong) {
-    // SAFETY: the caller's iovecs.
+    // SAFETY: getpid has no preconditions.
     if pid == unsafe { libc::getpid() } {
+        // SAFETY: the caller's iovecs.
         unsafe { p.add_iov(r, iovs(rn)) };
     } else {
         p.add(r.cast(), iovs(rn) as usize * size_of::<libc::iovec>());
