@@ -2195,3 +2195,235 @@ fn scattered_first_touches_fill_single_pages_and_a_stream_fills_windows() {
     let zero = r["faults"]["zero"].as_u64().unwrap();
     assert!(zero < 256 + 1200, "zero-fill faults {zero}");
 }
+
+/// Locks a 64 KiB heap buffer never touched (twice, and a part of it a third time: locks do
+/// not nest) and another one pushed out by 160 MB of heap churned through a small budget,
+/// churns again while checking with `mincore` that no locked page ever leaves, unlocks two
+/// pages in the middle, churns again, then unlocks the rest. Prints the kernel's `VmLck` at
+/// each step (identical to a plain run) and the buffers' checksum; their residency before the
+/// lock and after the unlock goes to stderr.
+const MLOCK: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+#include <sys/mman.h>
+static long vmlck(void) {
+    char b[256]; long k = -1; FILE *f = fopen("/proc/self/status", "r");
+    while (fgets(b, sizeof b, f)) if (sscanf(b, "VmLck: %ld", &k) == 1) break;
+    fclose(f); return k;
+}
+static int absent(unsigned char *p, size_t n) {
+    unsigned char v[64]; int a = 0;
+    if (mincore(p, n, v)) { perror("mincore"); exit(1); }
+    for (size_t i = 0; i < n / 4096; i++) a += !(v[i] & 1);
+    return a;
+}
+#define N 40000L
+static char *blk[N];
+static long churn(unsigned char *lk, size_t lklen, int *evicted) {
+    long sum = 0;
+    for (long r = 0; r < 3; r++)
+        for (long i = 0; i < N; i++) {
+            if (!blk[i]) { blk[i] = malloc(4000); memset(blk[i], (int)i, 4000); }
+            sum += blk[i][(i * 7 + r) % 4000];
+            if (i % 2000 == 0) *evicted += absent(lk, lklen);
+        }
+    return sum;
+}
+int main(void) {
+    unsigned char *s, *t;
+    if (posix_memalign((void **)&s, 4096, 65536) || posix_memalign((void **)&t, 4096, 65536))
+        return 1;
+    for (int i = 0; i < 65536; i++) t[i] = (unsigned char)(i * 17 + 1);
+    int ev = 0;
+    long sum = churn(t, 65536, &ev);
+    fprintf(stderr, "pages of t absent before its mlock: %d\n", absent(t, 65536));
+    /* s was never touched, t was pushed out: both must come in for the kernel's populate */
+    if (mlock(s, 65536)) { printf("mlock: %s\n", strerror(errno)); return 1; }
+    for (int i = 0; i < 65536; i++) s[i] = (unsigned char)(i * 13 + (i >> 12));
+    if (mlock(t, 65536)) { printf("mlock of evicted pages: %s\n", strerror(errno)); return 1; }
+    printf("locked %ld kB\n", vmlck());
+    if (mlock(s, 65536) || mlock(s + 4096, 8192)) { printf("mlock again: %s\n", strerror(errno)); return 1; }
+    printf("locked again %ld kB\n", vmlck());
+    ev = 0;
+    sum += churn(s, 65536, &ev);
+    sum += churn(t, 65536, &ev);
+    printf("locked pages found evicted: %d\n", ev);
+    if (munlock(s + 8 * 4096, 2 * 4096)) { printf("munlock: %s\n", strerror(errno)); return 1; }
+    printf("after a partial munlock %ld kB\n", vmlck());
+    ev = 0;
+    sum += churn(s, 8 * 4096, &ev);
+    sum += churn(s + 10 * 4096, 6 * 4096, &ev);
+    printf("still locked pages found evicted: %d\n", ev);
+    if (munlock(s, 65536) || munlock(t, 65536)) { printf("munlock: %s\n", strerror(errno)); return 1; }
+    printf("after munlock %ld kB\n", vmlck());
+    ev = 0;
+    sum += churn(s, 65536, &ev);
+    fprintf(stderr, "unlocked pages found absent: %d\n", ev);
+    unsigned long ck = 0;
+    for (int i = 0; i < 65536; i++) ck = ck * 31 + s[i] + t[i];
+    printf("sum %ld checksum %lu\n", sum, ck);
+    return 0;
+}
+"#;
+
+#[test]
+fn mlocked_heap_pages_are_never_evicted_and_munlock_releases_them() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("mlock_heap", MLOCK, &[]);
+    let exe = exe.to_str().unwrap();
+    // Under 16M the 160 MB of blocks are evicted and faulted back many times over. The old
+    // library failed the first mlock with ENOMEM (the kernel's populate met a missing page).
+    let r = same_output_within("16M", &[exe], 120);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 10_000, "{r}");
+    // 32 pages locked: the repeated and overlapping locks pinned nothing twice.
+    assert_eq!(r["pager"]["mlocked_pages"], 32, "{r}");
+    let rep = workdir().join("report-mlock-stderr.json");
+    let out = run_under("16M", &rep, &[exe]);
+    let count = |key: &str| -> u64 {
+        let err = String::from_utf8_lossy(&out.stderr);
+        err.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key:?} in stderr: {err}"))
+    };
+    // The second buffer was out when it was locked (the pin brought it back).
+    assert!(count("pages of t absent before its mlock: ") > 0);
+    // munlock gave the pages back to eviction: the churn after it pushed some of them out.
+    assert!(count("unlocked pages found absent: ") > 0);
+}
+
+/// `mlockall(MCL_CURRENT|MCL_FUTURE)` first, then 160 MB of heap blocks, a shared mapping
+/// (locked under MCL_FUTURE), `munlockall`, and the blocks read twice more. `VmHWM` and the
+/// shared mapping's effect on `VmLck` go to stderr.
+const MLOCKALL: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+static long status(const char *key) {
+    char b[256]; long k = -1; size_t n = strlen(key); FILE *f = fopen("/proc/self/status", "r");
+    while (fgets(b, sizeof b, f)) if (!strncmp(b, key, n)) { k = atol(b + n + 1); break; }
+    fclose(f); return k;
+}
+int main(void) {
+    if (mlockall(MCL_CURRENT | MCL_FUTURE)) { perror("mlockall"); return 1; }
+    long n = 40000, sum = 0;
+    char **p = malloc(n * sizeof *p);
+    for (long i = 0; i < n; i++) { p[i] = malloc(4000); memset(p[i], (int)i, 4000); }
+    for (long r = 0; r < 3; r++) for (long i = 0; i < n; i++) sum += p[i][(i * 7 + r) % 4000];
+    long before = status("VmLck:");
+    char *m = mmap(0, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) { perror("mmap"); return 1; }
+    m[0] = 1;
+    fprintf(stderr, "shared mapping locked: %ld kB\n", status("VmLck:") - before);
+    printf("sum %ld\n", sum);
+    if (munlockall()) { perror("munlockall"); return 1; }
+    for (long r = 0; r < 2; r++) for (long i = 0; i < n; i++) sum += p[i][(i * 11 + r) % 4000];
+    printf("sum %ld locked after munlockall %ld kB\n", sum, status("VmLck:"));
+    fprintf(stderr, "hwm %ld kB\n", status("VmHWM:"));
+    return 0;
+}
+"#;
+
+/// Runs `cmd` under `uzswap run` in a process group of its own, killed (and the test failed)
+/// if it takes more than `secs` seconds or the group's resident memory passes `max_rss`
+/// bytes: a run that populates reservations of tens of GiB must fail, not take the machine.
+fn run_guarded(budget: &str, report: &Path, cmd: &[&str], secs: u64, max_rss: u64) -> Output {
+    use std::os::unix::process::CommandExt;
+    ensure_preload();
+    let mut child = Command::new(uzswap())
+        .args(["run", "--memory-max", budget, "--report"])
+        .arg(report)
+        .arg("--")
+        .args(cmd)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = child.id() as i32;
+    let group_rss = || -> u64 {
+        let mut total = 0;
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            // Fields after the command's closing parenthesis: state, ppid, pgrp, ...
+            let pgrp = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(2))
+                .and_then(|v| v.parse::<i32>().ok());
+            if pgrp != Some(pgid) {
+                continue;
+            }
+            if let Ok(statm) = std::fs::read_to_string(format!("/proc/{pid}/statm")) {
+                let pages: u64 = statm
+                    .split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                total += pages * 4096;
+            }
+        }
+        total
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        let rss = group_rss();
+        let late = std::time::Instant::now() > deadline;
+        if rss > max_rss || late {
+            // SAFETY: signalling the process group this test started.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            let _ = child.wait();
+            panic!(
+                "uzswap run {cmd:?} killed: resident {rss} bytes (limit {max_rss}), late {late}"
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stderr_kb(out: &Output, key: &str) -> u64 {
+    let err = String::from_utf8_lossy(&out.stderr);
+    err.lines()
+        .find_map(|l| l.strip_prefix(key))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {key:?} in stderr: {err}"))
+}
+
+#[test]
+fn mlockall_under_a_budget_locks_what_the_program_uses_and_populates_nothing_else() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("mlockall", MLOCKALL, &[]);
+    let exe = exe.to_str().unwrap();
+    let plain = Command::new(exe).output().unwrap();
+    assert!(plain.status.success(), "plain run failed: {plain:?}");
+    let plain_hwm = stderr_kb(&plain, "hwm ") << 10;
+    // The old library gave MCL_CURRENT to the kernel, which populated the 16 GiB heap
+    // reservation and the pager's own reservations: 23.8 GiB resident before the OOM killer.
+    let rep = workdir().join("report-mlockall.json");
+    let out = run_guarded("32M", &rep, &[exe], 60, (4 * plain_hwm).max(1 << 30));
+    assert_same(&plain, &out);
+    let r = report(&rep);
+    let peak = r["peak_rss_bytes"].as_u64().unwrap();
+    assert!(
+        peak < 4 * plain_hwm,
+        "peak RSS {peak} against {plain_hwm} plain: {r}"
+    );
+    assert_eq!(r["pager"]["mlockall_calls"], 1, "{r}");
+    // MCL_FUTURE: the shared mapping made after mlockall was locked by the mmap wrapper.
+    assert_eq!(stderr_kb(&out, "shared mapping locked: "), 1024);
+    // Under mlockall nothing of the program's was evicted, whatever the budget; munlockall
+    // gave eviction back, and the last reads went through it.
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+}

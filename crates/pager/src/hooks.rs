@@ -271,6 +271,7 @@ pub unsafe fn mmap(addr: usize, len: usize, prot: i32, flags: i32, fd: i32, off:
     let _b = SigBlock::new();
     // MAP_FIXED replaces what was there; MAP_FIXED_NOREPLACE fails instead (nothing to drop).
     let guard = if flags & libc::MAP_FIXED != 0 && flags & libc::MAP_FIXED_NOREPLACE == 0 {
+        crate::mlock::forget(addr, len);
         p.drop_range(addr, len, true)
     } else {
         None
@@ -281,8 +282,8 @@ pub unsafe fn mmap(addr: usize, len: usize, prot: i32, flags: i32, fd: i32, off:
     let manage = wants(len, flags, fd);
     match r {
         Ok(a) => {
-            if manage {
-                p.manage(a, len);
+            if !(manage && p.manage(a, len)) {
+                crate::mlock::after_unmanaged_mmap(a, len, prot);
             }
             a
         }
@@ -307,7 +308,10 @@ fn to_ret(r: Result<usize, i32>) -> usize {
 pub unsafe fn munmap(addr: usize, len: usize) -> i32 {
     let _b = SigBlock::new();
     let guard = match crate::pager() {
-        Some(p) if !sys::in_pager() => p.drop_range(addr, len, true),
+        Some(p) if !sys::in_pager() => {
+            crate::mlock::forget(addr, len);
+            p.drop_range(addr, len, true)
+        }
         _ => None,
     };
     // SAFETY: forwarded.
@@ -341,6 +345,10 @@ pub unsafe fn madvise(addr: usize, len: usize, mut advice: i32) -> i32 {
     let _b = SigBlock::new();
     match advice {
         libc::MADV_HUGEPAGE => return 0,
+        // The kernel refuses these on locked memory (EINVAL), and the pages stay: the pager
+        // must not forget them first.
+        libc::MADV_DONTNEED | libc::MADV_FREE | libc::MADV_REMOVE
+            if crate::mlock::overlaps(addr, len) => {}
         libc::MADV_DONTNEED | libc::MADV_FREE | libc::MADV_REMOVE => {
             if advice == libc::MADV_FREE {
                 advice = libc::MADV_DONTNEED;
@@ -414,6 +422,7 @@ pub unsafe fn mremap(
         if managed {
             p.unpin_range(old, old_len);
             p.remanage(old, old_len, new, new_len);
+            crate::mlock::moved(old, old_len, new, new_len);
         }
     } else if managed {
         p.unpin_range(old, old_len);
@@ -562,6 +571,8 @@ pub fn fork_child() {
             unsafe { libc::_exit(125) };
         }
         p.resume();
+        // No memory locks are inherited (after the pager's locks are made usable again).
+        crate::mlock::after_fork_child();
         if p.cfg.budget_bytes > 0 {
             let _b = SigBlock::new();
             p.reclaim_thread();

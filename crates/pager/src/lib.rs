@@ -29,6 +29,7 @@
 
 pub mod futex_rwlock;
 pub mod hooks;
+pub mod mlock;
 pub mod pagelog;
 pub mod pager;
 pub mod record;

@@ -1214,6 +1214,44 @@ impl Pager {
         mapped
     }
 
+    // ------------------------------------------------------------------ mlockall (mlock.rs)
+
+    /// `mlockall(MCL_CURRENT)`, with eviction already paused: brings every evicted page of
+    /// this process back (never-filled pages stay unfilled; they fill on first touch and then
+    /// stay, eviction being paused). Returns the pages loaded.
+    pub fn fault_in_evicted(&self) -> u64 {
+        let _b = sys::SigBlock::new();
+        let _g = InPager::enter();
+        let map = self.regions.read_recursive();
+        let mut n = 0;
+        for r in map.values() {
+            // Pages above the high-water mark were never filled (nothing to bring back).
+            let hwm = r.hwm.load(Relaxed).min(r.pages);
+            for i in 0..hwm {
+                if region::kind(r.state(i).load(Acquire)) == EVICTED
+                    && self.fill(r, i, false, false)
+                {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// The managed parts of `[lo, hi)`, in address order.
+    pub fn managed_parts(&self, lo: usize, hi: usize) -> Vec<(usize, usize)> {
+        let _g = InPager::enter();
+        let map = self.regions.read_recursive();
+        let mut v: Vec<(usize, usize)> = map
+            .range(..hi)
+            .rev()
+            .take_while(|(_, r)| r.end() > lo)
+            .map(|(_, r)| (lo.max(r.start), hi.min(r.end())))
+            .collect();
+        v.reverse();
+        v
+    }
+
     // ------------------------------------------------------------------ pins (EFAULT path)
 
     /// Makes every managed page of `[addr, addr+len)` resident and, with `pin`, keeps it from

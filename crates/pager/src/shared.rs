@@ -94,6 +94,11 @@ pub struct Segment {
     /// `io_uring_setup` calls refused with ENOSYS (the ring's kernel-side accesses to managed
     /// buffers would bypass every wrapper).
     pub io_uring_refused: AtomicU64,
+    /// Pages the `mlock` wrappers pinned (each page once per lock: a page locked again while
+    /// locked is not counted again).
+    pub mlocked_pages: AtomicU64,
+    /// `mlockall` calls emulated (eviction stopped for the calling process, see `mlock.rs`).
+    pub mlockall_calls: AtomicU64,
     /// Pages written to the trace recording's page file.
     pub trace_pages: AtomicU64,
     /// Bumped (and futex-woken) when a process is over the tree's budget with nothing left to

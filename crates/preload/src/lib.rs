@@ -709,6 +709,50 @@ pub unsafe extern "C" fn mremap(
     unsafe { hooks::mremap(a as usize, ol, nl, fl, na) as *mut c_void }
 }
 
+// ---------------------------------------------------------------- memory locks
+
+/// Pins the managed part of the range, then locks it (`uzswap_pager::mlock`).
+///
+/// # Safety
+/// As `mlock(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn mlock(a: *const c_void, l: usize) -> c_int {
+    uzswap_pager::mlock::mlock(a as usize, l, 0)
+}
+
+/// As `mlock`, with `MLOCK_ONFAULT` passed on (managed pages are made resident regardless).
+///
+/// # Safety
+/// As `mlock2(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn mlock2(a: *const c_void, l: usize, flags: std::ffi::c_uint) -> c_int {
+    uzswap_pager::mlock::mlock(a as usize, l, flags)
+}
+
+/// # Safety
+/// As `munlock(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn munlock(a: *const c_void, l: usize) -> c_int {
+    uzswap_pager::mlock::munlock(a as usize, l)
+}
+
+/// Emulated: `MCL_CURRENT` given to the kernel would populate the heap reservation and the
+/// pager's own mappings.
+///
+/// # Safety
+/// As `mlockall(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn mlockall(flags: c_int) -> c_int {
+    uzswap_pager::mlock::mlockall(flags)
+}
+
+/// # Safety
+/// As `munlockall(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn munlockall() -> c_int {
+    uzswap_pager::mlock::munlockall()
+}
+
 // ---------------------------------------------------------------- signals
 
 /// # Safety
