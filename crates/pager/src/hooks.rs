@@ -417,15 +417,15 @@ pub unsafe fn mremap(
         // SAFETY: forwarded.
         unsafe { sys::raw_mremap(old, old_len, new_len, flags, new_addr) }
     };
+    // `prepare_remap` made the old range resident without pinning it (eviction is paused
+    // meanwhile): there is nothing to unpin, and an unpin here took away pins that others
+    // hold (a system call's buffer, a stream's buffer) when the mremap failed.
     if let Ok(new) = r {
         let _b = SigBlock::new();
         if managed {
-            p.unpin_range(old, old_len);
             p.remanage(old, old_len, new, new_len);
             crate::mlock::moved(old, old_len, new, new_len);
         }
-    } else if managed {
-        p.unpin_range(old, old_len);
     }
     p.resume();
     to_ret(r)
