@@ -121,6 +121,15 @@ fn same_output(budget: &str, cmd: &[&str]) -> serde_json::Value {
     same_output_with(budget, &[], cmd)
 }
 
+/// Compiles C program `src` as `name`, runs it plainly and under `uzswap run --memory-max
+/// budget` (same output and status), and checks the pager evicted more than `min` pages.
+fn same_output_evicting(name: &str, src: &str, budget: &str, min: u64) -> serde_json::Value {
+    let exe = compile(name, src, &[]);
+    let r = same_output(budget, &[exe.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > min, "{r}");
+    r
+}
+
 /// A python3 to run (the system's, not a pyenv shim), or a visible skip.
 fn python() -> Option<&'static str> {
     let py = ["/usr/bin/python3", "/usr/local/bin/python3"]
@@ -507,9 +516,7 @@ fn threads_fault_concurrently_and_no_write_is_lost_to_eviction() {
     if !uffd_ok() {
         return;
     }
-    let exe = compile("threads", THREADS, &[]);
-    let r = same_output("6M", &[exe.to_str().unwrap()]);
-    assert!(r["pager"]["evictions"].as_u64().unwrap() > 2000, "{r}");
+    same_output_evicting("threads", THREADS, "6M", 2000);
 }
 
 /// Linux 6.18 moved pages while reporting EEXIST (docs/pager.md, "Eviction never loses a
@@ -1382,9 +1389,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let exe = compile("heapstacks", src, &[]);
-    let r = same_output("16M", &[exe.to_str().unwrap()]);
-    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+    same_output_evicting("heapstacks", src, "16M", 1000);
 }
 
 /// A fork child reads zeros in a `MADV_WIPEONFORK` range, as without uzswap, even when the
@@ -1427,9 +1432,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let exe = compile("wipeonfork", src, &[]);
-    let r = same_output("16M", &[exe.to_str().unwrap()]);
-    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+    same_output_evicting("wipeonfork", src, "16M", 1000);
 }
 
 /// `madvise(MADV_POPULATE_WRITE/READ)` over managed memory larger than the budget succeeds
@@ -1464,9 +1467,7 @@ int main(void) {
     return 0;
 }
 "#;
-    let exe = compile("populate", src, &[]);
-    let r = same_output("16M", &[exe.to_str().unwrap()]);
-    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+    same_output_evicting("populate", src, "16M", 1000);
 }
 
 /// The clock hand resumes where it stopped, inside its region: a hot set at the low end of a
@@ -2093,9 +2094,7 @@ fn ipc_and_process_calls_over_paged_out_buffers_succeed() {
     if !uffd_ok() {
         return;
     }
-    let exe = compile("ipc_calls", IPC_CALLS, &[]);
-    let r = same_output("8M", &[exe.to_str().unwrap()]);
-    assert!(r["pager"]["evictions"].as_u64().unwrap() > 10000, "{r}");
+    same_output_evicting("ipc_calls", IPC_CALLS, "8M", 10000);
 }
 
 /// Threads that each grow a heap block by `realloc` from 1 MiB to 24 MiB, writing a pattern of

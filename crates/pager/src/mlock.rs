@@ -18,14 +18,13 @@
 //!   /proc/self/smaps). `MCL_FUTURE` is kept here: the `mmap` wrapper locks new unmanaged
 //!   mappings of the program, and managed ones are never evicted while the flag is up.
 
-use std::cell::UnsafeCell;
 use std::sync::atomic::{
-    AtomicBool, AtomicU32, AtomicUsize,
-    Ordering::{AcqRel, Acquire, Relaxed, Release},
+    AtomicU32, AtomicUsize,
+    Ordering::{AcqRel, Relaxed},
 };
 
 use crate::region::PAGE;
-use crate::sys::{self, InPager, SigBlock};
+use crate::sys::{self, InPager, SigSpinLock};
 
 /// Locked ranges at once; an `mlock` that would need more fails with EAGAIN (the kernel's
 /// answer when "some of the range could not be locked"). Adjacent and overlapping ranges
@@ -36,22 +35,17 @@ const SLOTS: usize = 256;
 /// `(lo, hi)` page-aligned, non-overlapping; `hi == 0`: free.
 type Slots = [(usize, usize); SLOTS];
 
-/// In the library's static data (never managed): a spin lock taken with signals blocked (a
+/// In the library's static data (never managed), under a lock taken with signals blocked (a
 /// handler that locks memory on this thread can't deadlock on it).
 struct Table {
-    lock: AtomicBool,
     /// Slots in use: the `munmap`/`madvise` wrappers skip the table while it is empty.
     used: AtomicUsize,
-    slots: UnsafeCell<Slots>,
+    slots: SigSpinLock<Slots>,
 }
 
-// SAFETY: `slots` is only touched under `lock`.
-unsafe impl Sync for Table {}
-
 static TABLE: Table = Table {
-    lock: AtomicBool::new(false),
     used: AtomicUsize::new(0),
-    slots: UnsafeCell::new([(0, 0); SLOTS]),
+    slots: SigSpinLock::new([(0, 0); SLOTS]),
 };
 
 /// `mlockall` in force: bit 0 eviction is paused for it (`MCL_CURRENT` or `MCL_FUTURE`),
@@ -63,21 +57,12 @@ const ALL_ONFAULT: u32 = 4;
 
 impl Table {
     fn with<R>(&self, f: impl FnOnce(&mut Slots) -> R) -> R {
-        let _b = SigBlock::new();
-        while self
-            .lock
-            .compare_exchange_weak(false, true, Acquire, Relaxed)
-            .is_err()
-        {
-            std::hint::spin_loop();
-        }
-        // SAFETY: the lock is held.
-        let s = unsafe { &mut *self.slots.get() };
-        let r = f(s);
-        self.used
-            .store(s.iter().filter(|e| e.1 != 0).count(), Relaxed);
-        self.lock.store(false, Release);
-        r
+        self.slots.with(|s| {
+            let r = f(s);
+            self.used
+                .store(s.iter().filter(|e| e.1 != 0).count(), Relaxed);
+            r
+        })
     }
 }
 
@@ -459,7 +444,7 @@ pub fn munlockall() -> i32 {
 /// the pins go, and eviction resumes if `mlockall` had stopped it. The table's lock may have
 /// been held by another thread of the parent at the fork.
 pub fn after_fork_child() {
-    TABLE.lock.store(false, Relaxed);
+    TABLE.slots.reset_after_fork();
     if ALL.swap(0, AcqRel) & ALL_ON != 0 {
         if let Some(p) = crate::pager() {
             p.resume();

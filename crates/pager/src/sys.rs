@@ -41,6 +41,49 @@ impl Drop for InPager {
     }
 }
 
+/// A spin lock over data in static memory, taken with every signal of the thread blocked: for
+/// the preload's small tables (streams' pinned buffers, locked ranges). Their sections are a
+/// few loads and stores, and a signal handler on the holding thread can't re-enter them and
+/// deadlock. A fork child resets it (the holder may have been another thread, gone there).
+pub struct SigSpinLock<T> {
+    lock: std::sync::atomic::AtomicBool,
+    data: std::cell::UnsafeCell<T>,
+}
+
+// SAFETY: `data` is only reached through `with`, under the lock.
+unsafe impl<T: Send> Sync for SigSpinLock<T> {}
+
+impl<T> SigSpinLock<T> {
+    pub const fn new(data: T) -> SigSpinLock<T> {
+        SigSpinLock {
+            lock: std::sync::atomic::AtomicBool::new(false),
+            data: std::cell::UnsafeCell::new(data),
+        }
+    }
+
+    /// Runs `f` on the data, under the lock, with signals blocked.
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let _b = SigBlock::new();
+        while self
+            .lock
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+        // SAFETY: the lock is held.
+        let r = f(unsafe { &mut *self.data.get() });
+        self.lock.store(false, Ordering::Release);
+        r
+    }
+
+    /// In a fork child (one thread): frees the lock a parent's thread may have held at the
+    /// fork.
+    pub fn reset_after_fork(&self) {
+        self.lock.store(false, Ordering::Relaxed);
+    }
+}
+
 /// Blocks every signal of the calling thread until dropped. Pager code that takes locks or
 /// allocates runs under it, so that no signal handler of the program can interrupt it, fault on
 /// managed memory and re-enter the pager on the same thread while a lock is held.

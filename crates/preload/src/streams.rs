@@ -8,15 +8,12 @@
 //! resident, and charged to the budget, for that long. Buffers glibc allocates itself come
 //! from its own malloc (never managed) and need nothing.
 
-use std::cell::UnsafeCell;
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{
-    AtomicBool, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
-};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use libc::{size_t, FILE};
 use uzswap_pager::hooks::{LongPin, Pinned};
-use uzswap_pager::sys::{NextSym, SigBlock};
+use uzswap_pager::sys::{NextSym, SigSpinLock};
 
 /// Streams whose buffers are pinned at once; a stream beyond that keeps an unpinned buffer (as
 /// before). Keeps long pins far below a page's pin limit (255, which a pin would wait on
@@ -25,39 +22,23 @@ const SLOTS: usize = 64;
 
 type Slots = [(usize, Option<LongPin>); SLOTS];
 
-/// FILE* -> its pinned buffer. In this library's static data (never managed); a spin lock
-/// with signals blocked (a handler that closes a stream on this thread can't deadlock on it,
-/// and the sections are a few loads and stores: no allocation, no system call).
+/// FILE* -> its pinned buffer. In this library's static data (never managed), under a lock
+/// taken with signals blocked (a handler that closes a stream on this thread can't deadlock on
+/// it; the sections are a few loads and stores: no allocation, no system call).
 struct Table {
-    lock: AtomicBool,
     /// Slots in use: `fclose` skips the table while it is empty (nearly every program).
     used: AtomicUsize,
-    slots: UnsafeCell<Slots>,
+    slots: SigSpinLock<Slots>,
 }
 
-// SAFETY: `slots` is only touched under `lock`.
-unsafe impl Sync for Table {}
-
 static TABLE: Table = Table {
-    lock: AtomicBool::new(false),
     used: AtomicUsize::new(0),
-    slots: UnsafeCell::new([const { (0, None) }; SLOTS]),
+    slots: SigSpinLock::new([const { (0, None) }; SLOTS]),
 };
 
 impl Table {
     fn with<R>(&self, f: impl FnOnce(&mut Slots, &AtomicUsize) -> R) -> R {
-        let _b = SigBlock::new();
-        while self
-            .lock
-            .compare_exchange_weak(false, true, Acquire, Relaxed)
-            .is_err()
-        {
-            std::hint::spin_loop();
-        }
-        // SAFETY: the lock is held.
-        let r = f(unsafe { &mut *self.slots.get() }, &self.used);
-        self.lock.store(false, Release);
-        r
+        self.slots.with(|s| f(s, &self.used))
     }
 
     /// Takes `fp`'s pin out of the table (the stream no longer uses its buffer, or is about to
@@ -122,7 +103,7 @@ impl Table {
 /// In the fork child (one thread): a lock held by another thread of the parent at the fork
 /// would never be released.
 pub fn after_fork_child() {
-    TABLE.lock.store(false, Relaxed);
+    TABLE.slots.reset_after_fork();
 }
 
 /// `setvbuf`'s and friends' new buffer for `fp`: pinned if it is managed memory.
