@@ -1392,6 +1392,114 @@ int main(void) {
     same_output_evicting("heapstacks", src, "16M", 1000);
 }
 
+/// A KVM guest's memory, handed to KVM by `KVM_SET_USER_MEMORY_REGION`, is taken out of
+/// paging: KVM reaches it from the kernel (get_user_pages), where an evicted page is an error,
+/// not a fault. Before, a guest whose code page was evicted stopped with
+/// `KVM_EXIT_INTERNAL_ERROR` (exit reason 17).
+#[test]
+fn a_kvm_guests_memory_is_left_to_kvm() {
+    if !uffd_ok() {
+        return;
+    }
+    if std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .is_err()
+    {
+        println!("SKIPPED: /dev/kvm cannot be opened");
+        return;
+    }
+    let exe = compile("kvm_guest", KVM_GUEST, &[]);
+    let plain = Command::new(&exe).arg("40").output().unwrap();
+    if !plain.status.success() {
+        println!("SKIPPED: KVM does not run a guest here: {plain:?}");
+        return;
+    }
+    let rep = workdir().join("kvm.json");
+    let out = run_under("16M", &rep, &[exe.to_str().unwrap(), "40"]);
+    assert_same(&plain, &out);
+    assert!(report(&rep)["pager"]["evictions"].as_u64().unwrap() > 1000);
+}
+
+/// A real-mode guest that adds two registers, writes the sum and a newline to port 0x10, and
+/// halts; its 1 MiB of memory is an anonymous mapping (managed), and `ARGV[1]` MiB of heap are
+/// churned after the memory is handed to KVM.
+const KVM_GUEST: &str = r#"
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    size_t push = argc > 1 ? strtoul(argv[1], 0, 10) << 20 : 0;
+    int kvm = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    if (kvm < 0) { perror("/dev/kvm"); return 2; }
+    int vm = ioctl(kvm, KVM_CREATE_VM, 0);
+    if (vm < 0) { perror("KVM_CREATE_VM"); return 2; }
+    size_t msz = 1 << 20;
+    uint8_t *mem = mmap(NULL, msz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* real mode: add al, bl; out 0x10, al; mov al, 10; out 0x10, al (newline); hlt; at 0x1000 */
+    const uint8_t code[] = { 0x00, 0xd8, 0xe6, 0x10, 0xb0, 0x0a, 0xe6, 0x10, 0xf4 };
+    memset(mem, 0x90, msz);
+    memcpy(mem + 0x1000, code, sizeof code);
+    struct kvm_userspace_memory_region region = { .slot = 0, .guest_phys_addr = 0, .memory_size = msz, .userspace_addr = (uint64_t)mem };
+    if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) < 0) { perror("KVM_SET_USER_MEMORY_REGION"); return 2; }
+    if (push) { uint8_t *b = malloc(push); for (int r = 0; r < 2; r++) for (size_t i = 0; i < push; i += 4096) b[i] = (uint8_t)(i + r); }
+    int vcpu = ioctl(vm, KVM_CREATE_VCPU, 0);
+    int rsz = ioctl(kvm, KVM_GET_VCPU_MMAP_SIZE, 0);
+    struct kvm_run *run = mmap(NULL, rsz, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu, 0);
+    struct kvm_sregs sregs; ioctl(vcpu, KVM_GET_SREGS, &sregs);
+    sregs.cs.base = 0; sregs.cs.selector = 0; ioctl(vcpu, KVM_SET_SREGS, &sregs);
+    struct kvm_regs regs = { .rip = 0x1000, .rax = '2', .rbx = 2, .rflags = 2 };
+    ioctl(vcpu, KVM_SET_REGS, &regs);
+    for (;;) {
+        if (ioctl(vcpu, KVM_RUN, 0) < 0) { perror("KVM_RUN"); return 1; }
+        if (run->exit_reason == KVM_EXIT_HLT) { printf("guest halted\\n"); return 0; }
+        if (run->exit_reason == KVM_EXIT_IO && run->io.direction == KVM_EXIT_IO_OUT && run->io.port == 0x10) {
+            putchar(*((char *)run + run->io.data_offset)); continue;
+        }
+        printf("exit reason %d\\n", run->exit_reason); return 1;
+    }
+}
+"#;
+
+/// `mremap` of a large mapping with few pages touched moves what is there and fills nothing
+/// else: the pager used to fill the whole old range first (1 GiB resident and 2 GiB charged
+/// for two touched pages of a 1 GiB mapping grown to 2 GiB, under a 64 MiB budget).
+#[test]
+fn mremap_of_a_sparse_mapping_fills_nothing() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <sys/mman.h>
+int main(void) {
+    size_t a = 1UL << 30;
+    char *p = mmap(NULL, a, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    p[0] = 1;
+    p[a - 1] = 2;
+    char *q = mremap(p, a, 2 * a, MREMAP_MAYMOVE);
+    if (q == MAP_FAILED) { perror("mremap"); return 1; }
+    q[2 * a - 1] = 3;
+    printf("%d %d %d %d\n", q[0], q[a - 1], q[a], q[2 * a - 1]);
+    return 0;
+}
+"#;
+    let exe = compile("mremap_sparse", src, &[]);
+    let r = same_output("64M", &[exe.to_str().unwrap()]);
+    let rss = r["peak_rss_bytes"].as_u64().unwrap();
+    assert!(rss < 64 << 20, "peak RSS {rss}");
+    let charged = r["budget"]["peak_charged_bytes"].as_u64().unwrap();
+    assert!(charged < 4 << 20, "peak charged {charged}");
+}
+
 /// A fork child reads zeros in a `MADV_WIPEONFORK` range, as without uzswap, even when the
 /// parent's pages there were evicted before the fork (the child's pager filled them from the
 /// parent's copies: the whole 1 MiB came back in the child).

@@ -508,7 +508,14 @@ impl Pager {
     /// read zeros there, but a child's pager would fill the range from the parent's evicted
     /// pages (a 1 MiB range pushed out before `fork` read back whole in the child).
     pub fn unmanage_range(&self, addr: usize, len: usize) {
-        if !self.pin_range(addr, len, true) {
+        if !self.maybe_managed(addr, len) {
+            return;
+        }
+        // Nothing may be evicted between the bring-back and the cut (a guest's memory handed to
+        // KVM is gigabytes: its never-filled pages stay so).
+        self.pause();
+        if !self.bring_back(addr, len) {
+            self.resume();
             return;
         }
         let lo = addr & !(PAGE - 1);
@@ -519,6 +526,7 @@ impl Pager {
             sys::raw_stderr(b"uzswap: cannot unregister a range taken out of paging\n");
         }
         drop(guard);
+        self.resume();
     }
 
     /// The program drops `[addr, addr+len)` (munmap, MADV_DONTNEED, MAP_FIXED over it): forget
@@ -591,7 +599,7 @@ impl Pager {
         if !self.maybe_managed(addr, len) {
             return false;
         }
-        self.pin_range(addr, len, false);
+        self.bring_back(addr, len);
         true
     }
 
@@ -599,6 +607,9 @@ impl Pager {
     pub fn remanage(&self, old: usize, old_len: usize, new: usize, new_len: usize) {
         let _g = InPager::enter();
         crate::page_log!(old, ev::REMAP, old_len as u64, new as u64);
+        // Which pages of the old range held data (by index): only those are resident at the
+        // new place; the rest (never filled, and the part the range grew by) stay unfilled.
+        let mut filled: Vec<usize> = Vec::new();
         {
             let mut map = self.regions.write();
             let mut kept = 0i64;
@@ -611,6 +622,7 @@ impl Pager {
                 for i in r.index(old.max(r.start))..r.index((old + old_len).min(r.end()) - 1) + 1 {
                     let s = r.state(i).swap(ABSENT, AcqRel);
                     if region::kind(s) == RESIDENT {
+                        filled.push((r.addr(i) - old) / PAGE);
                         kept += 1;
                         inh += (s & INHERITED != 0) as i64;
                         if s & KEPT != 0 {
@@ -624,17 +636,18 @@ impl Pager {
             self.uncharge(kept, inh);
         }
         if self.manage(new, new_len) {
-            // Every page of the new range counts as resident (a missing one is healed to zeros
-            // by the fault path's RESIDENT case, and moves out as a hole).
+            // The pages that held data are resident at the new place (one the kernel lacks
+            // after all is healed to zeros by the fault path's RESIDENT case).
             let map = self.regions.read_recursive();
             if let Some(r) = Self::lookup(&map, new) {
-                let n = r.pages;
-                for i in 0..n {
+                let mut n = 0i64;
+                for &i in filled.iter().filter(|&&i| i < r.pages) {
                     r.state(i).store(RESIDENT, Release);
+                    r.note_filled(i, i);
+                    n += 1;
                 }
-                r.note_filled(0, n - 1);
-                self.resident.fetch_add(n as i64, Relaxed);
-                self.charge(n as i64);
+                self.resident.fetch_add(n, Relaxed);
+                self.charge(n);
             }
         }
     }
@@ -1275,7 +1288,7 @@ impl Pager {
             (false, lo)
         };
         if from < hi {
-            any |= self.pin_slow(from, hi, pin).0;
+            any |= self.pin_slow(from, hi, pin, false).0;
         }
         if any && pin {
             self.seg.pinned_calls.fetch_add(1, Relaxed);
@@ -1332,7 +1345,7 @@ impl Pager {
     /// `pin_range`'s general path over `[lo, hi)`: fills what is missing (and reclaims if that
     /// went over the budget). Returns whether a managed page was met and whether any had to be
     /// filled.
-    fn pin_slow(&self, lo: usize, hi: usize, pin: bool) -> (bool, bool) {
+    fn pin_slow(&self, lo: usize, hi: usize, pin: bool, skip_unfilled: bool) -> (bool, bool) {
         let _b = sys::SigBlock::new();
         let _g = InPager::enter();
         let mut any = false;
@@ -1343,6 +1356,9 @@ impl Pager {
                 any = true;
                 for i in r.index(lo.max(r.start))..r.index(hi.min(r.end()) - 1) + 1 {
                     let s = r.state(i).load(Relaxed);
+                    if skip_unfilled && s == ABSENT {
+                        continue; // never filled: the kernel's zero page will do
+                    }
                     if region::kind(s) != RESIDENT {
                         filled = true;
                     } else if !pin {
@@ -1357,6 +1373,19 @@ impl Pager {
             self.maybe_reclaim(0);
         }
         (any, filled)
+    }
+
+    /// Brings every evicted page of `[addr, addr+len)` back (resident, not pinned), leaving
+    /// the pages never filled as they are: what `mremap` and `unmanage_range` need before the
+    /// range leaves the pager's hands. Filling the never-filled ones too populated a sparse
+    /// mapping whole (an mremap of a 1 GiB mapping with two pages touched: 1 GiB resident).
+    pub fn bring_back(&self, addr: usize, len: usize) -> bool {
+        if len == 0 || !self.maybe_managed(addr, len) {
+            return false;
+        }
+        let lo = addr & !(PAGE - 1);
+        let hi = addr.saturating_add(len).div_ceil(PAGE) * PAGE;
+        self.pin_slow(lo, hi, false, true).0
     }
 
     /// Releases pins taken by `pin_range` over the same range: one compare-and-swap per page,

@@ -469,6 +469,10 @@ unsafe fn ioctl_pins(p: &mut Pinned, req: u32, arg: usize) {
     }
 }
 
+/// `_IOW(KVMIO, 0x46, struct kvm_userspace_memory_region)` and its version 2 (`0x49`, 160 bytes).
+const KVM_SET_USER_MEMORY_REGION: u32 = 0x4020_ae46;
+const KVM_SET_USER_MEMORY_REGION2: u32 = 0x40a0_ae49;
+
 /// Pins the request's argument for the call (FIONREAD into a paged-out heap `int` was EFAULT).
 ///
 /// # Safety
@@ -480,6 +484,24 @@ pub unsafe extern "C" fn ioctl(fd: c_int, req: c_ulong, arg: usize) -> c_int {
     // The kernel takes the request as 32 bits (a caller may have declared it `int`).
     // SAFETY: the caller's argument, as the request takes it.
     unsafe { ioctl_pins(&mut pins, req as u32, arg) };
+    if matches!(
+        req as u32,
+        KVM_SET_USER_MEMORY_REGION | KVM_SET_USER_MEMORY_REGION2
+    ) && arg != 0
+    {
+        // A guest's memory: KVM reaches it from the kernel (get_user_pages), where an evicted
+        // or never-filled managed page is an error, not a fault the pager sees (a guest whose
+        // code page was evicted stopped with KVM_EXIT_INTERNAL_ERROR). Taken out of paging.
+        // SAFETY: the caller's kvm_userspace_memory_region(2): size at 16, address at 24.
+        let (size, addr) = unsafe {
+            let b = arg as *const u8;
+            (
+                (b.add(16) as *const u64).read_unaligned(),
+                (b.add(24) as *const u64).read_unaligned(),
+            )
+        };
+        uzswap_pager::hooks::unmanage(addr as usize, size as usize);
+    }
     // SAFETY: libc's variadic ioctl, given its argument.
     unsafe {
         let f: unsafe extern "C" fn(c_int, c_ulong, ...) -> c_int = std::mem::transmute(S.get());
