@@ -1392,6 +1392,62 @@ int main(void) {
     same_output_evicting("heapstacks", src, "16M", 1000);
 }
 
+/// A program that installs a seccomp filter stops being paged first: its evicted pages come
+/// back and nothing of it faults to the pager again. A filter that denied `ioctl` (the fault
+/// path's `UFFDIO_COPY`) ended the process at its next fault with status 135; both entry
+/// points, `prctl(PR_SET_SECCOMP)` and `syscall(SYS_seccomp)`, are checked.
+#[test]
+fn a_seccomp_filter_stops_paging_and_loses_nothing() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+int main(int argc, char **argv) {
+    long n = 12000;
+    char **p = malloc(n * sizeof *p);
+    for (long i = 0; i < n; i++) { p[i] = malloc(4000); memset(p[i], (int)i, 4000); }
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_ioctl, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = { .len = 4, .filter = f };
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    int r = argc > 1 ? (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)
+                     : prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+    if (r) { perror("seccomp"); return 1; }
+    unsigned long sum = 0, bad = 0;
+    for (long k = 0; k < 2; k++)
+        for (long i = 0; i < n; i++) {
+            sum += (unsigned char)p[i][(i * 7) % 4000];
+            bad += p[i][3999] != (char)i;
+        }
+    for (long i = 0; i < 4000; i++) { char *q = malloc(4000); memset(q, 1, 4000); sum += q[i % 4000]; }
+    printf("sum %lu bad %lu\n", sum, bad);
+    return 0;
+}
+"#;
+    let exe = compile("seccomp_filter", src, &[]);
+    for args in [&[][..], &["syscall"][..]] {
+        let mut cmd = vec![exe.to_str().unwrap()];
+        cmd.extend_from_slice(args);
+        let r = same_output("16M", &cmd);
+        assert_eq!(r["pager"]["seccomp_detached"], 1, "{r}");
+        assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+    }
+}
+
 /// A KVM guest's memory, handed to KVM by `KVM_SET_USER_MEMORY_REGION`, is taken out of
 /// paging: KVM reaches it from the kernel (get_user_pages), where an evicted page is an error,
 /// not a fault. Before, a guest whose code page was evicted stopped with

@@ -249,6 +249,18 @@ pub fn unmanage(addr: usize, len: usize) {
     }
 }
 
+/// A seccomp filter is about to go in (`prctl(PR_SET_SECCOMP)`, `seccomp(2)`): it may deny
+/// the system calls the fault path makes (`ioctl`, `madvise`, ...), so this process stops
+/// being paged first (`Pager::detach`; counted as `seccomp_detached` in the report).
+pub fn before_seccomp() {
+    if let Some(p) = crate::pager() {
+        if !sys::in_pager() {
+            let _b = SigBlock::new();
+            p.detach();
+        }
+    }
+}
+
 /// Should a new mapping with these arguments be managed?
 pub fn wants(len: usize, flags: i32, fd: i32) -> bool {
     let anon_private = flags & libc::MAP_ANONYMOUS != 0

@@ -301,6 +301,8 @@ pub struct Pager {
     pool_published: AtomicI64,
     /// Reclaim is paused while > 0 (fork, exec).
     paused: AtomicU32,
+    /// Paging stopped for good (`detach`): new mappings stay unmanaged.
+    detached: AtomicBool,
     pub pid: AtomicI32,
     /// Write tracking (`PAGEMAP_SCAN` on this address space's pagemap).
     scanner: crate::scan::Scanner,
@@ -401,6 +403,7 @@ impl Pager {
             resident: AtomicI64::new(0),
             pool_published: AtomicI64::new(0),
             paused: AtomicU32::new(0),
+            detached: AtomicBool::new(false),
             pid: AtomicI32::new(sys::getpid()),
             scanner,
             retired: std::sync::atomic::AtomicBool::new(false),
@@ -458,6 +461,9 @@ impl Pager {
     /// Starts managing `[start, start+len)` (fresh private anonymous memory of the program).
     /// Returns false if the range could not be registered (it stays plain memory).
     pub fn manage(&self, start: usize, len: usize) -> bool {
+        if self.detached.load(Acquire) {
+            return false;
+        }
         let _g = InPager::enter();
         let pages = len.div_ceil(PAGE);
         let len = pages * PAGE;
@@ -499,6 +505,33 @@ impl Pager {
                 let p = r.piece((hi - r.start) / PAGE, r.pages);
                 map.insert(p.start, Arc::new(p));
             }
+        }
+    }
+
+    /// Stops paging this process for good: eviction stops, every evicted page comes back, and
+    /// every region is forgotten and unregistered, so that no fault of this process reaches
+    /// the pager again; new mappings stay unmanaged, and its pages leave the budget. For a
+    /// seccomp filter about to go in, which may deny the system calls the fault path makes
+    /// (a filter that made `ioctl` fail ended the process at its next fault, status 135).
+    pub fn detach(&self) {
+        if self.detached.swap(true, AcqRel) {
+            return;
+        }
+        self.seg.seccomp_detached.fetch_add(1, Relaxed);
+        self.pause(); // never resumed
+        let ranges: Vec<(usize, usize)> = {
+            let _g = InPager::enter();
+            let map = self.regions.read_recursive();
+            map.values().map(|r| (r.start, r.pages * PAGE)).collect()
+        };
+        for (a, len) in ranges {
+            self.bring_back(a, len);
+            let guard = self.drop_range(a, len, true);
+            let _g = InPager::enter();
+            if self.uffd().unregister(a, len).is_err() {
+                sys::raw_stderr(b"uzswap: cannot unregister a region while stopping paging\n");
+            }
+            drop(guard);
         }
     }
 

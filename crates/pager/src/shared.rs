@@ -94,6 +94,8 @@ pub struct Segment {
     /// `io_uring_setup` calls refused with ENOSYS (the ring's kernel-side accesses to managed
     /// buffers would bypass every wrapper).
     pub io_uring_refused: AtomicU64,
+    /// Processes that stopped being paged because they installed a seccomp filter.
+    pub seccomp_detached: AtomicU64,
     /// Pages the `mlock` wrappers pinned (each page once per lock: a page locked again while
     /// locked is not counted again).
     pub mlocked_pages: AtomicU64,

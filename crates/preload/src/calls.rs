@@ -623,6 +623,9 @@ pub unsafe extern "C" fn prctl(
     a5: c_ulong,
 ) -> c_int {
     static S: NextSym = NextSym::new(c"prctl");
+    if op == libc::PR_SET_SECCOMP {
+        uzswap_pager::hooks::before_seccomp();
+    }
     let mut pins = Pinned::none();
     // SAFETY: the caller's arguments.
     unsafe { prctl_pins(&mut pins, op, a2, a3, a4, a5) };

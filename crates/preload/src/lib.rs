@@ -1259,6 +1259,10 @@ pub unsafe extern "C" fn syscall(
         unsafe { *libc::__errno_location() = libc::ENOSYS };
         return -1;
     }
+    if nr == libc::SYS_seccomp && (a1 == 0 || a1 == 1) {
+        // SECCOMP_SET_MODE_STRICT or _FILTER (libseccomp's `seccomp_load`).
+        hooks::before_seccomp();
+    }
     let _pins = if nr == libc::SYS_futex || nr == libc::SYS_futex_waitv {
         // SAFETY: the futex system call's arguments, as the kernel reads them.
         unsafe { pin_futex_args(nr, a1, a2, a4, a5) }

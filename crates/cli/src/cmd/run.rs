@@ -623,6 +623,7 @@ fn build_report(
             "unmanageable_mappings": l(&seg.unmanageable),
             "execs_unwrapped": l(&seg.execs_unwrapped),
             "io_uring_refused": l(&seg.io_uring_refused),
+            "seccomp_detached": l(&seg.seccomp_detached),
             "mlocked_pages": l(&seg.mlocked_pages),
             "mlockall_calls": l(&seg.mlockall_calls),
         },
