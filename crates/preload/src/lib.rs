@@ -532,6 +532,7 @@ extern "C" fn at_fork_parent() {
 }
 extern "C" fn at_fork_child() {
     streams::after_fork_child();
+    aio::after_fork_child();
     hooks::fork_child();
 }
 
@@ -1334,6 +1335,7 @@ unsafe fn pin_futex_args(
     }
 }
 
+mod aio;
 mod calls;
 mod ipc;
 mod stacks;
