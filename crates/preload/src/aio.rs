@@ -5,6 +5,11 @@
 //! buffer under `--memory-max 8M`). The buffer is pinned ([`LongPin`]) from the submission
 //! until `aio_return`, which POSIX requires once per request. A request beyond the table's
 //! room, or one never returned, keeps its buffer made resident or pinned, respectively.
+//!
+//! Kernel AIO (`io_submit`, `io_getevents` through `syscall()`, as libaio makes them): the
+//! kernel reads the iocbs and reaches the buffers while `io_submit` runs (a buffered request is
+//! done there; an O_DIRECT one takes its own pins on the pages, which eviction's
+//! `UFFDIO_MOVE` then refuses to move), so they are pinned for the call only.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
@@ -185,3 +190,59 @@ macro_rules! lio {
 
 lio!(lio_listio);
 lio!(lio_listio64);
+
+/// `struct iocb` (64 bytes): the opcode at 16, the buffer at 24, its length (or iovec count)
+/// at 32.
+const IOCB: usize = 64;
+const IOCB_CMD_PREAD: u16 = 0;
+const IOCB_CMD_PWRITE: u16 = 1;
+const IOCB_CMD_PREADV: u16 = 7;
+const IOCB_CMD_PWRITEV: u16 = 8;
+/// `struct io_event`: four 64-bit words.
+const IO_EVENT: usize = 32;
+
+/// The pins for `io_submit(ctx, n, iocbpp)`: the pointer array, each iocb and its buffers.
+///
+/// # Safety
+/// `iocbpp` null or `n` valid pointers to valid iocbs (as the kernel reads them).
+pub unsafe fn io_submit_pins(n: libc::c_long, iocbpp: *const *const u8) -> Pinned {
+    let mut p = Pinned::none();
+    let n = n.clamp(0, 4096) as usize;
+    if iocbpp.is_null() || n == 0 {
+        return p;
+    }
+    p.add(iocbpp.cast(), n * size_of::<usize>());
+    for k in 0..n {
+        // SAFETY: the caller's array and iocbs, resident now if they are managed.
+        unsafe {
+            let cb = *iocbpp.add(k);
+            if cb.is_null() {
+                continue;
+            }
+            p.add(cb.cast(), IOCB);
+            let op = (cb.add(16) as *const u16).read_unaligned();
+            let buf = (cb.add(24) as *const u64).read_unaligned() as usize;
+            let len = (cb.add(32) as *const u64).read_unaligned() as usize;
+            match op {
+                IOCB_CMD_PREAD | IOCB_CMD_PWRITE => p.add(buf as *const libc::c_void, len),
+                IOCB_CMD_PREADV | IOCB_CMD_PWRITEV => {
+                    p.add_iov(buf as *const libc::iovec, len.min(1024) as i32)
+                }
+                _ => {}
+            }
+        }
+    }
+    p
+}
+
+/// The pins for `io_getevents(ctx, min, n, events, timeout)` (and `io_pgetevents`): the
+/// events array the kernel fills and the timeout it reads.
+pub fn io_getevents_pins(n: libc::c_long, events: usize, timeout: usize) -> Pinned {
+    let mut p = Pinned::none();
+    p.add(
+        events as *const libc::c_void,
+        n.clamp(0, 1 << 20) as usize * IO_EVENT,
+    );
+    p.add(timeout as *const libc::c_void, size_of::<libc::timespec>());
+    p
+}

@@ -1267,6 +1267,12 @@ pub unsafe extern "C" fn syscall(
     let _pins = if nr == libc::SYS_futex || nr == libc::SYS_futex_waitv {
         // SAFETY: the futex system call's arguments, as the kernel reads them.
         unsafe { pin_futex_args(nr, a1, a2, a4, a5) }
+    } else if nr == libc::SYS_io_submit {
+        // SAFETY: the call's iocb pointer array, as the kernel reads it.
+        unsafe { aio::io_submit_pins(a2, a3 as usize as *const *const u8) }
+    } else if nr == libc::SYS_io_getevents || nr == 333 {
+        // 333: io_pgetevents (x86-64), not in the libc crate.
+        aio::io_getevents_pins(a3, a4 as usize, a5 as usize)
     } else if nr == libc::SYS_getrandom {
         // Random bytes straight into a buffer (OpenSSL, other runtimes).
         let mut p = Pinned::none();
