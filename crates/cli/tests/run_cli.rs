@@ -121,6 +121,27 @@ fn same_output(budget: &str, cmd: &[&str]) -> serde_json::Value {
     same_output_with(budget, &[], cmd)
 }
 
+/// What the C programs that check calls over paged-out memory share, put in place of their
+/// line `/* kernel-call prelude */` (after their own includes): a 40 MiB hog whose every page
+/// `push_out()` writes twice, which pushes every other heap page out under their budgets;
+/// `page()`, a fresh zeroed heap page; and `check(what, ok)`, one line of output.
+const CALL_PRELUDE: &str = r#"#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+static unsigned char *hog;
+static const size_t hogn = 40u << 20;
+static int step;
+static void push_out(void) { step++; for (int r = 0; r < 2; r++) for (size_t i = 0; i < hogn; i += 4096) hog[i] = (unsigned char)(i + step + r); }
+static void *page(void) { void *p = malloc(4096); memset(p, 0, 4096); return p; }
+static void check(const char *what, int ok) { printf("%s %s\n", what, ok ? "ok" : strerror(errno)); fflush(stdout); }
+"#;
+
+fn with_call_prelude(src: &str) -> String {
+    assert!(src.contains("/* kernel-call prelude */"), "no prelude line");
+    src.replace("/* kernel-call prelude */\n", CALL_PRELUDE)
+}
+
 /// Compiles C program `src` as `name`, runs it plainly and under `uzswap run --memory-max
 /// budget` (same output and status), and checks the pager evicted more than `min` pages.
 fn same_output_evicting(name: &str, src: &str, budget: &str, min: u64) -> serde_json::Value {
@@ -1408,10 +1429,7 @@ fn posix_aio_over_paged_out_buffers_succeeds() {
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-static unsigned char *hog;
-static const size_t hogn = 40u << 20;
-static int step;
-static void push_out(void) { step++; for (int r = 0; r < 2; r++) for (size_t i = 0; i < hogn; i += 4096) hog[i] = (unsigned char)(i + step + r); }
+/* kernel-call prelude */
 static ssize_t wait_for(struct aiocb *cb) {
     while (aio_error(cb) == EINPROGRESS) usleep(200);
     int e = aio_error(cb);
@@ -1444,7 +1462,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 "#;
-    let exe = compile("posix_aio", src, &["-lrt"]);
+    let exe = compile("posix_aio", &with_call_prelude(src), &["-lrt"]);
     let scratch = workdir().join("posix-aio-scratch");
     let r = same_output("8M", &[exe.to_str().unwrap(), scratch.to_str().unwrap()]);
     assert!(r["pager"]["evictions"].as_u64().unwrap() > 10000, "{r}");
@@ -1458,7 +1476,7 @@ fn kernel_aio_over_paged_out_buffers_succeeds() {
     if !uffd_ok() {
         return;
     }
-    let exe = compile("kernel_aio", KERNEL_AIO, &[]);
+    let exe = compile("kernel_aio", &with_call_prelude(KERNEL_AIO), &[]);
     let scratch = workdir().join("kernel-aio-scratch");
     for direct in [&[][..], &["direct"][..]] {
         let mut cmd = vec![exe.to_str().unwrap(), scratch.to_str().unwrap()];
@@ -1479,10 +1497,7 @@ const KERNEL_AIO: &str = r#"
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-static unsigned char *hog;
-static const size_t hogn = 40u << 20;
-static int step;
-static void push_out(void) { step++; for (int r = 0; r < 2; r++) for (size_t i = 0; i < hogn; i += 4096) hog[i] = (unsigned char)(i + step + r); }
+/* kernel-call prelude */
 static long run(aio_context_t ctx, int fd, int op, void *buf, size_t n, long long off, struct io_event *ev) {
     struct iocb *cb = calloc(1, sizeof *cb);
     struct iocb **list = malloc(sizeof *list);
@@ -2091,13 +2106,7 @@ const KERNEL_READS: &str = r#"
 /* the _FORTIFY_SOURCE entry points fortified programs call instead of read and getcwd */
 extern ssize_t __read_chk(int, void *, size_t, size_t);
 extern char *__getcwd_chk(char *, size_t, size_t);
-static unsigned char *hog;
-static const size_t hogn = 40u << 20;
-static int step;
-/* every heap page but the hog's newest is pushed out before each call */
-static void push_out(void) { step++; for (int r = 0; r < 2; r++) for (size_t i = 0; i < hogn; i += 4096) hog[i] = (unsigned char)(i + step + r); }
-static void *page(void) { void *p = malloc(4096); memset(p, 0, 4096); return p; }
-static void check(const char *what, int ok) { printf("%s %s\n", what, ok ? "ok" : strerror(errno)); fflush(stdout); }
+/* kernel-call prelude */
 /* the file holds exactly want[0..n) (read back into static memory, never managed) */
 static char got[1 << 17];
 static int same_file(const char *path, const char *want, size_t n) {
@@ -2285,7 +2294,7 @@ fn calls_whose_kernel_side_reads_paged_out_paths_and_buffers_succeed() {
     if !uffd_ok() {
         return;
     }
-    let exe = compile("kernel_reads", KERNEL_READS, &[]);
+    let exe = compile("kernel_reads", &with_call_prelude(KERNEL_READS), &[]);
     // The plain run and the managed run use different scratch names (same output).
     let scratch = workdir().join("kernel-reads-scratch");
     let r = same_output("8M", &[exe.to_str().unwrap(), scratch.to_str().unwrap()]);
@@ -2313,12 +2322,7 @@ const IPC_CALLS: &str = r#"
 #include <linux/capability.h>
 #include <sys/syscall.h>
 extern int capget(cap_user_header_t, cap_user_data_t);
-static unsigned char *hog;
-static const size_t hogn = 40u << 20;
-static int step;
-static void push_out(void) { step++; for (int r = 0; r < 2; r++) for (size_t i = 0; i < hogn; i += 4096) hog[i] = (unsigned char)(i + step + r); }
-static void *page(void) { void *p = malloc(4096); memset(p, 0, 4096); return p; }
-static void check(const char *what, int ok) { printf("%s %s\n", what, ok ? "ok" : strerror(errno)); fflush(stdout); }
+/* kernel-call prelude */
 struct msg { long type; char text[64]; };
 int main(void) {
     hog = malloc(hogn);
@@ -2380,7 +2384,7 @@ fn ipc_and_process_calls_over_paged_out_buffers_succeed() {
     if !uffd_ok() {
         return;
     }
-    same_output_evicting("ipc_calls", IPC_CALLS, "8M", 10000);
+    same_output_evicting("ipc_calls", &with_call_prelude(IPC_CALLS), "8M", 10000);
 }
 
 /// Threads that each grow a heap block by `realloc` from 1 MiB to 24 MiB, writing a pattern of

@@ -922,45 +922,41 @@ unsafe fn set_mask(
     }
 }
 
-/// # Safety
-/// As `sigprocmask(2)`.
-#[no_mangle]
-pub unsafe extern "C" fn sigprocmask(
-    how: c_int,
-    set: *const libc::sigset_t,
-    old: *mut libc::sigset_t,
-) -> c_int {
-    static S: NextSym = NextSym::new(c"sigprocmask");
-    // SAFETY: libc's sigprocmask, with SIGBUS stripped from the set.
-    unsafe {
-        set_mask(
-            std::mem::transmute::<*mut c_void, MaskFn>(S.get()),
-            how,
-            set,
-            old,
-        )
-    }
+macro_rules! mask_wrap {
+    ($name:ident) => {
+        /// SIGBUS stripped from the set (see [`set_mask`]).
+        ///
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            how: c_int,
+            set: *const libc::sigset_t,
+            old: *mut libc::sigset_t,
+        ) -> c_int {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe {
+                    std::ffi::CStr::from_bytes_with_nul_unchecked(
+                        concat!(stringify!($name), "\0").as_bytes(),
+                    )
+                },
+            );
+            // SAFETY: libc's function of this name, with SIGBUS stripped from the set.
+            unsafe {
+                set_mask(
+                    std::mem::transmute::<*mut c_void, MaskFn>(S.get()),
+                    how,
+                    set,
+                    old,
+                )
+            }
+        }
+    };
 }
 
-/// # Safety
-/// As `pthread_sigmask(3)`.
-#[no_mangle]
-pub unsafe extern "C" fn pthread_sigmask(
-    how: c_int,
-    set: *const libc::sigset_t,
-    old: *mut libc::sigset_t,
-) -> c_int {
-    static S: NextSym = NextSym::new(c"pthread_sigmask");
-    // SAFETY: libc's pthread_sigmask, with SIGBUS stripped from the set.
-    unsafe {
-        set_mask(
-            std::mem::transmute::<*mut c_void, MaskFn>(S.get()),
-            how,
-            set,
-            old,
-        )
-    }
-}
+mask_wrap!(sigprocmask);
+mask_wrap!(pthread_sigmask);
 
 /// SIGBUS stripped from the mask (a handler that runs during the wait runs with it, and may
 /// fault), which is handed on as a copy on this stack: the wait may be long, and the kernel
