@@ -2720,3 +2720,133 @@ fn mlockall_under_a_budget_locks_what_the_program_uses_and_populates_nothing_els
     // gave eviction back, and the last reads went through it.
     assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
 }
+
+/// This process's memory cgroup directory and its limit file's name, where the conventional
+/// mount has one (v1's memory controller at /sys/fs/cgroup/memory, else v2 at /sys/fs/cgroup).
+fn own_memory_cgroup() -> Option<(PathBuf, &'static str, &'static str, &'static str)> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    for line in text.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+        let rel = path.trim_start_matches('/');
+        if ctrl.split(',').any(|c| c == "memory") {
+            let d = Path::new("/sys/fs/cgroup/memory").join(rel);
+            if d.join("memory.limit_in_bytes").exists() {
+                return Some((
+                    d,
+                    "memory.limit_in_bytes",
+                    "memory.usage_in_bytes",
+                    "memory.max_usage_in_bytes",
+                ));
+            }
+        }
+    }
+    for line in text.lines() {
+        if let Some(path) = line.strip_prefix("0::") {
+            let d = Path::new("/sys/fs/cgroup").join(path.trim_start_matches('/'));
+            if d.join("cgroup.procs").exists() {
+                return Some((d, "memory.max", "memory.current", "memory.peak"));
+            }
+        }
+    }
+    None
+}
+
+/// A program reads its memory cgroup's limit to size itself (Node's V8 heap, the JVM's default
+/// heap); under `uzswap run` it reads SIZE there, through `open` and through `fopen`, and the
+/// usage and peak files show the budget's charge, as inside a cgroup with that limit. With
+/// `--cgroup-view off` it reads its real cgroup's files. Node 20 sized its heap limit at 4.3 GB
+/// under --memory-max 96M before (271 MB in a cgroup of 96M) and took 2.5x the kernel's
+/// swap-ins.
+#[test]
+fn the_program_reads_its_budget_as_its_cgroups_memory_limit() {
+    if !uffd_ok() {
+        return;
+    }
+    let Some((dir, limit, usage, peak)) = own_memory_cgroup() else {
+        println!("SKIPPED: no memory cgroup file system at /sys/fs/cgroup");
+        return;
+    };
+    let src = r#"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static void by_open(const char *dir, const char *name) {
+    char p[4096], b[64] = {0};
+    snprintf(p, sizeof p, "%s//%s", dir, name);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { printf("%s open failed\n", name); return; }
+    ssize_t n = read(fd, b, sizeof b - 1);
+    int w = write(fd, "1", 1);
+    close(fd);
+    printf("%s %lld %s\n", name, n > 0 ? atoll(b) : -1LL, w < 0 ? "read-only" : "writable");
+}
+int main(int argc, char **argv) {
+    char *hold = malloc(8 << 20);
+    memset(hold, 1, 8 << 20);
+    by_open(argv[1], argv[2]);
+    char p[4096], b[64] = {0};
+    snprintf(p, sizeof p, "%s/./%s", argv[1], argv[2]);
+    FILE *f = fopen(p, "re");
+    printf("fopen %s", f && fgets(b, sizeof b, f) ? b : "failed\n");
+    if (f) fclose(f);
+    by_open(argv[1], argv[3]);
+    by_open(argv[1], argv[4]);
+    return hold[12345] == 1 ? 0 : 1;
+}
+"#;
+    let exe = compile("cgview", src, &[]);
+    let args = [
+        exe.to_str().unwrap(),
+        dir.to_str().unwrap(),
+        limit,
+        usage,
+        peak,
+    ];
+    let rep = workdir().join("cgview.json");
+    let out = run_under("48M", &rep, &args);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let lines: Vec<&str> = text.lines().collect();
+    let real: u64 = match std::fs::read_to_string(dir.join(limit)).unwrap().trim() {
+        "max" => u64::MAX,
+        v => v.parse().unwrap(),
+    };
+    let shown = real.min(48 << 20);
+    assert_eq!(lines[0], format!("{limit} {shown} read-only"), "{text}");
+    assert_eq!(lines[1], format!("fopen {shown}"), "{text}");
+    let num = |l: &str| -> u64 { l.split(' ').nth(1).unwrap().parse().unwrap() };
+    let (u, pk) = (num(lines[2]), num(lines[3]));
+    // The 8 MiB the program holds is charged, and the peak is at least the usage.
+    assert!((8 << 20..=48 << 20).contains(&u) && pk >= u, "{text}");
+    assert_eq!(report(&rep)["pager"]["cgroup_view_opens"], 4, "{text}");
+
+    // Off: the real files (the usage and peak are the real cgroup's, not compared).
+    let out = run_under_with("48M", &["--cgroup-view", "off"], &rep, &args);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let real_text = std::fs::read_to_string(dir.join(limit)).unwrap();
+    let real_shown = real_text.trim().parse::<i64>().unwrap_or(-1);
+    assert!(
+        text.starts_with(&format!("{limit} {real_shown} ")),
+        "{text}"
+    );
+    assert_eq!(report(&rep)["pager"]["cgroup_view_opens"], 0);
+
+    let Some(node) = find_tool(&["node", "nodejs"]) else {
+        println!("SKIPPED: no node");
+        return;
+    };
+    let rep = workdir().join("cgview-node.json");
+    let out = run_under(
+        "48M",
+        &rep,
+        &[&node, "-e", "console.log(process.constrainedMemory())"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        shown.to_string()
+    );
+}

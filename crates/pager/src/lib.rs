@@ -5,7 +5,7 @@
 //! managed regions and their page-state words (`region`), the SIGBUS fault path resolving
 //! faults on the faulting thread and chaining to the program's handlers (`signals`), eviction
 //! with `UFFDIO_MOVE` and the clock sweep, clean-page reuse and swap readahead, pins for
-//! system-call buffers and the budget (`pager`), write tracking with `PAGEMAP_SCAN` (`scan`), the accounting segment shared by a process tree (`shared`), the debugging log of
+//! system-call buffers and the budget (`pager`), write tracking with `PAGEMAP_SCAN` (`scan`), the accounting segment shared by a process tree (`shared`), the cgroup limit and usage files as the program reads them (`cgroup_view`), the debugging log of
 //! page-state transitions (`pagelog`, off unless `UZSWAP_PAGE_LOG` is set), the logic of the
 //! preload library's libc wrappers (`hooks`), and raw system calls (`sys`). The LD_PRELOAD
 //! library `uzswap-preload` is a thin layer of exported symbols over this crate;
@@ -27,6 +27,7 @@
 //! the one exception is pinning and unpinning pages that are already resident (one
 //! compare-and-swap per page, `InPager` set), which runs with signals open.
 
+pub mod cgroup_view;
 pub mod futex_rwlock;
 pub mod hooks;
 pub mod mlock;
@@ -87,6 +88,7 @@ pub fn init() -> Result<&'static Pager, String> {
     seg.processes
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let p = PAGER.get_or_init(|| p);
+    cgroup_view::set_enabled(std::env::var("UZSWAP_CGROUP_VIEW").as_deref() != Ok("off"));
     p.join_tree();
     signals::install().map_err(|e| format!("installing the SIGBUS handler: errno {e}"))?;
     signals::ensure_alt_stack();

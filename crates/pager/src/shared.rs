@@ -101,6 +101,8 @@ pub struct Segment {
     pub mlocked_pages: AtomicU64,
     /// `mlockall` calls emulated (eviction stopped for the calling process, see `mlock.rs`).
     pub mlockall_calls: AtomicU64,
+    /// Opens of the cgroup's limit and usage files answered with the budget (`cgroup_view`).
+    pub cgroup_view_opens: AtomicU64,
     /// Pages written to the trace recording's page file.
     pub trace_pages: AtomicU64,
     /// Bumped (and futex-woken) when a process is over the tree's budget with nothing left to

@@ -35,6 +35,10 @@ macro_rules! open_wrap {
             let mut pins = Pinned::none();
             // SAFETY: the caller's path.
             unsafe { pins.add_str($path) };
+            // SAFETY: the caller's path, pinned above.
+            if let Some(fd) = unsafe { uzswap_pager::cgroup_view::open($path, flags) } {
+                return fd;
+            }
             // SAFETY: libc's variadic function of this name, given its optional mode.
             unsafe {
                 let f: unsafe extern "C" fn($($t,)* c_int, ...) -> c_int = std::mem::transmute(S.get());
@@ -51,10 +55,39 @@ open_wrap!(openat64(dirfd: c_int, path: Str; path));
 
 // ---------------------------------------------------------------- paths
 
-io_wrap!(__open_2(path: Str, flags: c_int) -> c_int; |p| { p.add_str(path) });
-io_wrap!(__open64_2(path: Str, flags: c_int) -> c_int; |p| { p.add_str(path) });
-io_wrap!(__openat_2(d: c_int, path: Str, flags: c_int) -> c_int; |p| { p.add_str(path) });
-io_wrap!(__openat64_2(d: c_int, path: Str, flags: c_int) -> c_int; |p| { p.add_str(path) });
+/// `_FORTIFY_SOURCE`'s `open` entry points: the path pinned, and the cgroup view first, as
+/// `open_wrap!`.
+macro_rules! open2_wrap {
+    ($name:ident ($($a:ident: $t:ty),*)) => {
+        /// Pins the path for the call (see `open_wrap!`).
+        ///
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($a: $t,)* path: Str, flags: c_int) -> c_int {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) });
+            let mut pins = Pinned::none();
+            // SAFETY: the caller's path.
+            unsafe { pins.add_str(path) };
+            // SAFETY: the caller's path, pinned above.
+            if let Some(fd) = unsafe { uzswap_pager::cgroup_view::open(path, flags) } {
+                return fd;
+            }
+            // SAFETY: the libc function of the same name and signature.
+            unsafe {
+                let f: unsafe extern "C" fn($($t,)* Str, c_int) -> c_int = std::mem::transmute(S.get());
+                f($($a,)* path, flags)
+            }
+        }
+    };
+}
+
+open2_wrap!(__open_2());
+open2_wrap!(__open64_2());
+open2_wrap!(__openat_2(d: c_int));
+open2_wrap!(__openat64_2(d: c_int));
 io_wrap!(creat(path: Str, m: mode_t) -> c_int; |p| { p.add_str(path) });
 io_wrap!(creat64(path: Str, m: mode_t) -> c_int; |p| { p.add_str(path) });
 
@@ -141,8 +174,54 @@ io_wrap!(opendir(path: Str) -> *mut libc::DIR; |p| { p.add_str(path) });
 // the wrappers above: `git fsck` under 1M warned "unable to access '.git/info/grafts': Bad
 // address" from `fopen` (2026-11-27). `freopen` is in `streams.rs` (it also drops a pinned
 // stream buffer).
-io_wrap!(fopen(path: Str, mode: Str) -> *mut libc::FILE; |p| { p.add_str(path) });
-io_wrap!(fopen64(path: Str, mode: Str) -> *mut libc::FILE; |p| { p.add_str(path) });
+macro_rules! fopen_wrap {
+    ($name:ident) => {
+        /// Pins the path for the call; a cgroup file the view shows is opened by
+        /// `uzswap_pager::cgroup_view` and wrapped in a stream.
+        ///
+        /// # Safety
+        /// As the libc function of the same name.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(path: Str, mode: Str) -> *mut libc::FILE {
+            static S: NextSym = NextSym::new(
+                // SAFETY: a literal with one trailing NUL.
+                unsafe {
+                    std::ffi::CStr::from_bytes_with_nul_unchecked(
+                        concat!(stringify!($name), "\0").as_bytes(),
+                    )
+                },
+            );
+            let mut pins = Pinned::none();
+            // SAFETY: the caller's path.
+            unsafe { pins.add_str(path) };
+            // SAFETY: the caller's NUL-terminated path (pinned) and mode.
+            if let Some(fd) = unsafe {
+                uzswap_pager::cgroup_view::open(path, uzswap_pager::cgroup_view::fopen_flags(mode))
+            } {
+                if fd < 0 {
+                    return std::ptr::null_mut();
+                }
+                // SAFETY: a descriptor just opened for reading, and the caller's mode.
+                let f = unsafe { libc::fdopen(fd, mode) };
+                if f.is_null() {
+                    let _e = uzswap_pager::sys::ErrnoGuard::new();
+                    // SAFETY: our own descriptor.
+                    unsafe { libc::close(fd) };
+                }
+                return f;
+            }
+            // SAFETY: the libc function of the same name and signature.
+            unsafe {
+                let f: unsafe extern "C" fn(Str, Str) -> *mut libc::FILE =
+                    std::mem::transmute(S.get());
+                f(path, mode)
+            }
+        }
+    };
+}
+
+fopen_wrap!(fopen);
+fopen_wrap!(fopen64);
 io_wrap!(remove(path: Str) -> c_int; |p| { p.add_str(path) });
 io_wrap!(inotify_add_watch(fd: c_int, path: Str, mask: u32) -> c_int; |p| { p.add_str(path) });
 // A null buffer makes glibc allocate one itself (libc's own memory, never managed).

@@ -56,6 +56,13 @@ pub struct Args {
     /// under a cgroup v1 limit (off).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub background_reclaim: OnOff,
+    /// Show SIZE to the program as its memory cgroup's limit (on, the default): reading
+    /// `memory.max` or `memory.limit_in_bytes` (and the usage and peak files) of its own cgroup
+    /// gives the budget's values, as inside a cgroup with that limit, so that runtimes which
+    /// size themselves from it (Node, the JVM, .NET) do so as they would there. Off: the
+    /// program reads its real cgroup's files.
+    #[arg(long, value_enum, default_value_t = OnOff::On)]
+    pub cgroup_view: OnOff,
     /// Directory of the swap files (one per process of the tree; default: $UZSWAP_SWAP_DIR,
     /// else the temporary directory).
     #[arg(long, value_name = "DIR")]
@@ -463,6 +470,14 @@ fn run_inner(args: Args) -> Result<i32> {
                 "off"
             },
         )
+        .env(
+            "UZSWAP_CGROUP_VIEW",
+            if args.cgroup_view == OnOff::On {
+                "on"
+            } else {
+                "off"
+            },
+        )
         .env("UZSWAP_SWAP_DIR", &swap_dir)
         .env("UZSWAP_DIRECT_IO", if args.direct_io { "1" } else { "0" })
         .env("UZSWAP_STRICT", "1");
@@ -623,6 +638,7 @@ fn build_report(
             "unmanageable_mappings": l(&seg.unmanageable),
             "execs_unwrapped": l(&seg.execs_unwrapped),
             "io_uring_refused": l(&seg.io_uring_refused),
+            "cgroup_view_opens": l(&seg.cgroup_view_opens),
             "seccomp_detached": l(&seg.seccomp_detached),
             "mlocked_pages": l(&seg.mlocked_pages),
             "mlockall_calls": l(&seg.mlockall_calls),
