@@ -2850,3 +2850,50 @@ int main(int argc, char **argv) {
         shown.to_string()
     );
 }
+
+/// The heap's arenas are added as it grows (a small first one keeps every process's start
+/// cheap), and large blocks come from them too: `malloc` of 2 and 3 GiB returned NULL under
+/// `uzswap run` (mimalloc took blocks above 2 GiB from the OS, which the pager forbids), while
+/// a plain run gets them. Many 1 MiB blocks then a 3 GiB one, a zeroed 1 GiB `calloc`, and an
+/// absurd request that must fail at once: the same output as a plain run.
+#[test]
+fn the_heap_grows_by_arenas_and_serves_blocks_of_gigabytes() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+int main(void) {
+    enum { N = 300 };
+    unsigned char *b[N];
+    unsigned long sum = 0;
+    for (int i = 0; i < N; i++) {
+        b[i] = malloc(1 << 20);
+        if (!b[i]) { printf("block %d failed\n", i); return 1; }
+        memset(b[i], i, 1 << 20);
+    }
+    for (unsigned long gib = 2; gib <= 3; gib++) {
+        unsigned char *big = malloc(gib << 30);
+        if (!big) { printf("%lu GiB failed\n", gib); return 1; }
+        big[0] = 7; big[(gib << 30) - 1] = 9;
+        printf("%lu GiB %d %d\n", gib, big[0], big[(gib << 30) - 1]);
+        free(big);
+    }
+    errno = 0;
+    void *absurd = malloc(1ul << 60);
+    printf("absurd %s %s\n", absurd ? "non-null" : "null", strerror(errno));
+    unsigned char *c = calloc(1ul << 28, 4);
+    if (!c) { printf("calloc failed\n"); return 1; }
+    printf("calloc %d %d\n", c[0], c[(1ul << 30) - 1]);
+    for (int i = 0; i < N; i++) for (int k = 0; k < (1 << 20); k += 4096) sum += b[i][k];
+    printf("sum %lu\n", sum);
+    return 0;
+}
+"#;
+    let r = same_output_evicting("heapgrow", src, "32M", 10000);
+    // Under a 32M budget most of the 300 MiB was paged out and came back intact.
+    assert!(r["faults"]["from_pool"].as_u64().unwrap() > 1000, "{r}");
+}

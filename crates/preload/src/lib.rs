@@ -16,7 +16,9 @@
 extern crate libmimalloc_sys;
 
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicUsize, Ordering::Acquire, Ordering::Relaxed, Ordering::Release,
+};
 
 use uzswap_pager::hooks::{self, ExecGuard, Pinned};
 use uzswap_pager::sys::{self, NextSym, SigBlock};
@@ -157,7 +159,7 @@ extern "C" fn malloc_ra(n: usize, ra: usize) -> *mut c_void {
     // SAFETY: allocator calls with the caller's size.
     unsafe {
         if managed_caller(ra) {
-            mi_malloc(n)
+            grown(n, || mi_malloc(n))
         } else {
             __libc_malloc(n)
         }
@@ -168,7 +170,7 @@ extern "C" fn calloc_ra(n: usize, m: usize, ra: usize) -> *mut c_void {
     // SAFETY: as above.
     unsafe {
         if managed_caller(ra) {
-            mi_calloc(n, m)
+            grown(n.saturating_mul(m), || mi_calloc(n, m))
         } else {
             __libc_calloc(n, m)
         }
@@ -185,7 +187,7 @@ extern "C" fn realloc_ra(p: *mut c_void, n: usize, ra: usize) -> *mut c_void {
             if let Some(q) = realloc_moving(p, n) {
                 return q;
             }
-            mi_realloc(p, n)
+            grown(n, || mi_realloc(p, n))
         } else {
             __libc_realloc(p, n)
         }
@@ -218,7 +220,9 @@ unsafe fn realloc_moving(p: *mut c_void, n: usize) -> Option<*mut c_void> {
     // The new block at the same offset in its page, so that page k of one is page k of the
     // other.
     // SAFETY: a plain allocation.
-    let q = unsafe { mi_malloc_aligned_at(n, PAGE, (PAGE - off) % PAGE) };
+    let q = grown(n, || unsafe {
+        mi_malloc_aligned_at(n, PAGE, (PAGE - off) % PAGE)
+    });
     if q.is_null() || q as usize % PAGE != off {
         if !q.is_null() {
             // SAFETY: the block just allocated.
@@ -260,7 +264,7 @@ extern "C" fn memalign_ra(a: usize, n: usize, ra: usize) -> *mut c_void {
     // SAFETY: as above.
     unsafe {
         if managed_caller(ra) {
-            mi_malloc_aligned(n, a.max(8))
+            grown(n, || mi_malloc_aligned(n, a.max(8)))
         } else {
             __libc_memalign(a, n)
         }
@@ -418,6 +422,9 @@ fn setup_heap() {
     unsafe {
         mi_option_set(17, 1); // mi_option_disallow_os_alloc: heap memory only from the arena
         mi_option_set(43, 0); // mi_option_allow_thp: THP bypasses missing-mode faults
+                              // mi_option_arena_max_object_size (KiB): above it mimalloc takes a block from the OS,
+                              // which the option above forbids, so `malloc(2 GiB)` returned NULL (2 GiB by default).
+        mi_option_set(45, (MAX_ARENA >> 10) as libc::c_long);
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
             // mi_option_purge_delay: mimalloc v3 keeps freed memory 1 s before purging it,
             // where glibc's free unmaps or trims at once. Under a budget that memory is charged
@@ -427,25 +434,26 @@ fn setup_heap() {
             // long with 10 ms (docs/pager.md "The heap's footprint").
             mi_option_set(15, 100);
         }
-        // mimalloc keeps an arena's meta-data inside it and limits that to 512 slices, so a
-        // 16 GiB arena is too large: one arena per 8 GiB of the reservation.
-        const ARENA: usize = 8 << 30;
-        let mut off = 0;
-        while off + (64 << 20) <= size {
-            let len = ARENA.min(size - off);
-            let mut id: *mut c_void = std::ptr::null_mut();
-            let start = (base + off) as *mut c_void;
-            if !mi_manage_os_memory_ex(start, len, true, false, true, -1, false, &mut id) {
-                if off == 0 {
-                    sys::raw_stderr(
-                        b"uzswap: mimalloc refused the arena; malloc stays unmanaged\n",
-                    );
-                    return;
-                }
-                break;
-            }
-            off += len;
+        // The first arena only; the rest of the reservation becomes arenas as the heap needs
+        // them (`grow_heap`).
+        let len = FIRST_ARENA.min(size);
+        let mut id: *mut c_void = std::ptr::null_mut();
+        if len < MIN_ARENA
+            || !mi_manage_os_memory_ex(
+                base as *mut c_void,
+                len,
+                true,
+                false,
+                true,
+                -1,
+                false,
+                &mut id,
+            )
+        {
+            sys::raw_stderr(b"uzswap: mimalloc refused the arena; malloc stays unmanaged\n");
+            return;
         }
+        HEAP_ARENAS_END.store(base + len, Relaxed);
     }
     if let Some(p) = uzswap_pager::pager() {
         if !p.manage(base, size) {
@@ -455,6 +463,107 @@ fn setup_heap() {
     HEAP_LO.store(base, Relaxed);
     HEAP_HI.store(base + size, Relaxed);
     READY.store(true, Relaxed);
+}
+
+/// The first arena: small, because mimalloc writes a header page for each of its per-arena
+/// bitmaps (about 80) when it takes an arena, and every process of a `uzswap run` tree sets
+/// its heap up. Two arenas of 8 GiB made up front cost 160 page faults and 0.6-0.7 ms of each
+/// process's start (a shell loop of 300 `/bin/true`: 1.25-1.32 s against 0.98-1.12 s with a
+/// 64 MiB reservation).
+const FIRST_ARENA: usize = 64 << 20;
+/// mimalloc's smallest arena is 32 MiB (`MI_ARENA_MIN_SIZE`); below 64 MiB left, stop.
+const MIN_ARENA: usize = 64 << 20;
+/// mimalloc keeps an arena's meta-data inside it and limits that to 512 slices, so an arena
+/// of 16 GiB is too large.
+const MAX_ARENA: usize = 8 << 30;
+
+/// The end of the reservation handed to mimalloc as arenas so far.
+static HEAP_ARENAS_END: AtomicUsize = AtomicUsize::new(0);
+/// Bumped each time an arena is added: an allocation that failed before the bump retries.
+static HEAP_GEN: AtomicUsize = AtomicUsize::new(0);
+/// Held while an arena is being added (a plain flag: the new arena's first pages are managed
+/// memory, so the SIGBUS fault path must stay open while mimalloc writes them).
+static HEAP_GROWING: AtomicBool = AtomicBool::new(false);
+
+/// Runs a mimalloc allocation; if it fails because the arenas are full, adds the next arena
+/// and tries again, until the reservation is used up. Only requests that could fit in an
+/// arena grow the heap (a program probing with an absurd size gets NULL at once).
+#[inline]
+fn grown<T>(n: usize, f: impl Fn() -> *mut T) -> *mut T {
+    let gen = HEAP_GEN.load(Acquire);
+    let p = f();
+    if !p.is_null() || n >= MAX_ARENA {
+        return p;
+    }
+    grow_and_retry(gen, f)
+}
+
+#[cold]
+#[inline(never)]
+fn grow_and_retry<T>(mut gen: usize, f: impl Fn() -> *mut T) -> *mut T {
+    let e = sys::errno();
+    loop {
+        if !grow_heap(gen) {
+            sys::set_errno(libc::ENOMEM);
+            return std::ptr::null_mut();
+        }
+        gen = HEAP_GEN.load(Acquire);
+        let p = f();
+        if !p.is_null() {
+            sys::set_errno(e);
+            return p;
+        }
+    }
+}
+
+/// Adds the next arena unless another thread added one since `gen`: as large as all before
+/// it (so a few arenas cover the reservation), at most `MAX_ARENA`. False when the
+/// reservation is used up.
+fn grow_heap(gen: usize) -> bool {
+    loop {
+        if HEAP_GEN.load(Acquire) != gen {
+            return true;
+        }
+        if HEAP_GROWING
+            .compare_exchange(false, true, Acquire, Relaxed)
+            .is_ok()
+        {
+            break;
+        }
+        // SAFETY: no arguments.
+        unsafe { libc::sched_yield() };
+    }
+    let grew = HEAP_GEN.load(Acquire) != gen || {
+        let (lo, hi, end) = (
+            HEAP_LO.load(Relaxed),
+            HEAP_HI.load(Relaxed),
+            HEAP_ARENAS_END.load(Relaxed),
+        );
+        let len = (end - lo).clamp(MIN_ARENA, MAX_ARENA).min(hi - end);
+        let mut id: *mut c_void = std::ptr::null_mut();
+        // SAFETY: the next stretch of our reservation, never handed out: zero (never filled,
+        // or filled with zeros by the fault path), and mimalloc's from now on.
+        let ok = len >= MIN_ARENA
+            && unsafe {
+                mi_manage_os_memory_ex(
+                    end as *mut c_void,
+                    len,
+                    true,
+                    false,
+                    true,
+                    -1,
+                    false,
+                    &mut id,
+                )
+            };
+        if ok {
+            HEAP_ARENAS_END.store(end + len, Relaxed);
+            HEAP_GEN.fetch_add(1, Release);
+        }
+        ok
+    };
+    HEAP_GROWING.store(false, Release);
+    grew
 }
 
 /// The heap reservation's size: `default`, or under an address-space limit (`ulimit -v`,
@@ -531,6 +640,8 @@ extern "C" fn at_fork_parent() {
     hooks::fork_parent();
 }
 extern "C" fn at_fork_child() {
+    // A thread of the parent may have been adding an arena: it is not in the child.
+    HEAP_GROWING.store(false, Relaxed);
     streams::after_fork_child();
     aio::after_fork_child();
     hooks::fork_child();
