@@ -11,6 +11,7 @@ use crate::sysfs::{read_string, write_value};
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use uzswap_types::unescape_mount_path;
 
 /// The cgroup hierarchy holding the memory controller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,27 +68,6 @@ pub fn memory_controller() -> Result<MemoryController> {
     Err(Error::NotAvailable(
         "memory cgroup controller (no v1 'memory' mount, no v2 mount enabling 'memory')".into(),
     ))
-}
-
-/// `/proc/self/mounts` escapes space, tab, newline and backslash as octal.
-fn unescape_mount_path(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A memory cgroup this process created; removed when dropped.
@@ -253,13 +233,6 @@ fn parse_pids(path: &Path) -> Result<Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mount_paths_are_unescaped() {
-        assert_eq!(unescape_mount_path("/a\\040b"), "/a b");
-        assert_eq!(unescape_mount_path("/plain"), "/plain");
-        assert_eq!(unescape_mount_path("/tail\\04"), "/tail\\04");
-    }
 
     #[test]
     fn bad_names_are_refused() {

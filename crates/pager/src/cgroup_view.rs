@@ -28,6 +28,8 @@
 use std::ffi::{c_char, c_int, CStr};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering::Relaxed, Ordering::SeqCst};
 
+use uzswap_types::unescape_mount_path;
+
 use crate::sys::{self, InPager, SigBlock};
 
 static ENABLED: AtomicBool = AtomicBool::new(false);
@@ -105,26 +107,6 @@ pub fn normalize(path: &[u8]) -> Option<String> {
     Some(s)
 }
 
-/// Undoes mountinfo's octal escapes (`\040` for a space, ...).
-fn unescape(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// The process's own memory cgroup directories, from the text of `/proc/self/cgroup` and
 /// `/proc/self/mountinfo`: the v1 memory controller's and the v2 hierarchy's, where mounted
 /// and where the process's cgroup lies inside the mount's root.
@@ -151,7 +133,10 @@ pub fn own_dirs(proc_cgroup: &str, mountinfo: &str) -> Vec<OwnDir> {
         if fields.len() < sep + 4 || sep < 5 {
             continue;
         }
-        let (root, mount) = (unescape(fields[3]), unescape(fields[4]));
+        let (root, mount) = (
+            unescape_mount_path(fields[3]),
+            unescape_mount_path(fields[4]),
+        );
         let (fstype, superopts) = (fields[sep + 1], fields[sep + 3]);
         let (hierarchy, cg) = match fstype {
             "cgroup" if superopts.split(',').any(|o| o == "memory") => (Hierarchy::V1, v1_path),

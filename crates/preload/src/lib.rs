@@ -437,19 +437,7 @@ fn setup_heap() {
         // The first arena only; the rest of the reservation becomes arenas as the heap needs
         // them (`grow_heap`).
         let len = FIRST_ARENA.min(size);
-        let mut id: *mut c_void = std::ptr::null_mut();
-        if len < MIN_ARENA
-            || !mi_manage_os_memory_ex(
-                base as *mut c_void,
-                len,
-                true,
-                false,
-                true,
-                -1,
-                false,
-                &mut id,
-            )
-        {
+        if len < MIN_ARENA || !add_arena(base, len) {
             sys::raw_stderr(b"uzswap: mimalloc refused the arena; malloc stays unmanaged\n");
             return;
         }
@@ -484,6 +472,25 @@ static HEAP_GEN: AtomicUsize = AtomicUsize::new(0);
 /// Held while an arena is being added (a plain flag: the new arena's first pages are managed
 /// memory, so the SIGBUS fault path must stay open while mimalloc writes them).
 static HEAP_GROWING: AtomicBool = AtomicBool::new(false);
+
+/// Hands `[start, start+len)` of the reservation to mimalloc as an arena (committed, zero,
+/// no large pages, any NUMA node, shared by every heap). False if mimalloc refused it.
+fn add_arena(start: usize, len: usize) -> bool {
+    let mut id: *mut c_void = std::ptr::null_mut();
+    // SAFETY: a stretch of the heap reservation no one else uses, mimalloc's from now on.
+    unsafe {
+        mi_manage_os_memory_ex(
+            start as *mut c_void,
+            len,
+            true,
+            false,
+            true,
+            -1,
+            false,
+            &mut id,
+        )
+    }
+}
 
 /// Runs a mimalloc allocation; if it fails because the arenas are full, adds the next arena
 /// and tries again, until the reservation is used up. Only requests that could fit in an
@@ -540,22 +547,9 @@ fn grow_heap(gen: usize) -> bool {
             HEAP_ARENAS_END.load(Relaxed),
         );
         let len = (end - lo).clamp(MIN_ARENA, MAX_ARENA).min(hi - end);
-        let mut id: *mut c_void = std::ptr::null_mut();
-        // SAFETY: the next stretch of our reservation, never handed out: zero (never filled,
-        // or filled with zeros by the fault path), and mimalloc's from now on.
-        let ok = len >= MIN_ARENA
-            && unsafe {
-                mi_manage_os_memory_ex(
-                    end as *mut c_void,
-                    len,
-                    true,
-                    false,
-                    true,
-                    -1,
-                    false,
-                    &mut id,
-                )
-            };
+        // The next stretch of our reservation, never handed out: zero (never filled, or filled
+        // with zeros by the fault path).
+        let ok = len >= MIN_ARENA && add_arena(end, len);
         if ok {
             HEAP_ARENAS_END.store(end + len, Relaxed);
             HEAP_GEN.fetch_add(1, Release);

@@ -2,8 +2,10 @@
 //! uzswap-types: the vocabulary shared by every layer of uzswap.
 //!
 //! **Owns**: the page geometry ([`PAGE_SIZE`], [`PAGE_SHIFT`]), the cache's key,
-//! [`SwapSlot`] (the kernel's `swp_entry_t`: swap type and offset), and how sizes are written
-//! ([`parse_size`]: trace files, cache options, command lines). Nothing else: a type
+//! [`SwapSlot`] (the kernel's `swp_entry_t`: swap type and offset), how sizes are written
+//! ([`parse_size`]: trace files, cache options, command lines), and how the kernel escapes a
+//! path in its mount tables ([`unescape_mount_path`]: the kernel-side runners and the pager's
+//! cgroup view both find the memory cgroup's mount). Nothing else: a type
 //! belongs here only if two layers that do not depend on each other both need it (the
 //! backing stores and the cache; the trace format and the reclaim engine).
 //!
@@ -65,9 +67,39 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size {s:?} overflows"))
 }
 
+/// A path field of `/proc/self/mounts` or `/proc/self/mountinfo` as the kernel wrote it, with
+/// its octal escapes undone (`\040` is a space; the kernel escapes space, tab, newline and
+/// backslash).
+pub fn unescape_mount_path(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_paths_are_unescaped() {
+        assert_eq!(unescape_mount_path("/a\\040b"), "/a b");
+        assert_eq!(unescape_mount_path("/plain"), "/plain");
+        assert_eq!(unescape_mount_path("/tail\\04"), "/tail\\04");
+        assert_eq!(unescape_mount_path("/a\\134b"), "/a\\b");
+    }
 
     #[test]
     fn page_geometry() {
