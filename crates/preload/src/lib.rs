@@ -422,8 +422,9 @@ fn setup_heap() {
     unsafe {
         mi_option_set(17, 1); // mi_option_disallow_os_alloc: heap memory only from the arena
         mi_option_set(43, 0); // mi_option_allow_thp: THP bypasses missing-mode faults
-                              // mi_option_arena_max_object_size (KiB): above it mimalloc takes a block from the OS,
-                              // which the option above forbids, so `malloc(2 GiB)` returned NULL (2 GiB by default).
+
+        // mi_option_arena_max_object_size (KiB, 2 GiB by default): above it mimalloc takes a
+        // block from the OS, which disallow_os_alloc forbids, so `malloc(2 GiB)` was NULL.
         mi_option_set(45, (MAX_ARENA >> 10) as libc::c_long);
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
             // mi_option_purge_delay: mimalloc v3 keeps freed memory 1 s before purging it,
