@@ -695,5 +695,12 @@ fn summary(r: &serde_json::Value) -> String {
          (--direct-io keeps them on disk only, as the kernel's swap)\n"
     } else {
         ""
+    } + &match g(&r["pager"]["cgroup_view_opens"]) {
+        0 => String::new(),
+        n => format!(
+            "the program read its memory cgroup's limit or usage {n} times and saw the budget \
+             (runtimes such as Node and the JVM size their heaps from it; --cgroup-view off \
+             shows the real files)\n"
+        ),
     }
 }
