@@ -512,6 +512,18 @@ fn grow_and_retry<T>(mut gen: usize, f: impl Fn() -> *mut T) -> *mut T {
     let e = sys::errno();
     loop {
         if !grow_heap(gen) {
+            // Said once: a program's out-of-memory error under `uzswap run` then has a cause.
+            static SAID: AtomicBool = AtomicBool::new(false);
+            if !SAID.swap(true, Relaxed) {
+                sys::raw_stderr(
+                    format!(
+                        "uzswap: the managed heap's reservation ({} MiB) is used up; an \
+                         allocation fails\n",
+                        (HEAP_HI.load(Relaxed) - HEAP_LO.load(Relaxed)) >> 20
+                    )
+                    .as_bytes(),
+                );
+            }
             sys::set_errno(libc::ENOMEM);
             return std::ptr::null_mut();
         }
