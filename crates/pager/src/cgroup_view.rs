@@ -218,8 +218,8 @@ fn dirs() -> &'static [OwnDir] {
 }
 
 /// If `path` (opened with `flags`) is one of the files the view shows, opens a read-only file
-/// with the view's contents and returns its descriptor (or -1 with errno, as `open` would);
-/// `None` for every other open, which the caller passes on to libc.
+/// with the view's contents and returns its descriptor; `None` for every other open, and if
+/// that file can't be made, which the caller then passes on to libc.
 ///
 /// # Safety
 /// `path` is a NUL-terminated string the caller may read (the wrappers pin it first).

@@ -198,9 +198,6 @@ macro_rules! fopen_wrap {
             if let Some(fd) = unsafe {
                 uzswap_pager::cgroup_view::open(path, uzswap_pager::cgroup_view::fopen_flags(mode))
             } {
-                if fd < 0 {
-                    return std::ptr::null_mut();
-                }
                 // SAFETY: a descriptor just opened for reading, and the caller's mode.
                 let f = unsafe { libc::fdopen(fd, mode) };
                 if f.is_null() {
