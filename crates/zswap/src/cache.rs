@@ -18,7 +18,7 @@ use crate::pool;
 use crate::pressure::{self, PressureConfig};
 use crate::shrink::ShrinkScan;
 use crate::stats::{Counters, Striped, G, NR_GLOBAL};
-use crate::worker::{WorkerCtl, WorkerLock, WorkerState};
+use crate::worker::WorkerCtl;
 use crate::{BackingStore, Error, SwapFile, SwapSlot, MAX_AREAS, PAGE_SIZE};
 
 pub(crate) struct Area {
@@ -114,6 +114,24 @@ fn cache_bound(p: &Params) -> usize {
 impl Zswap {
     /// A cache with these parameters and no swap area yet; starts the shrink worker thread.
     pub fn new(params: Params) -> Result<Zswap, Error> {
+        let z = Self::build(params, None)?;
+        z.spawn_worker(&mut z.worker.lock())?;
+        Ok(z)
+    }
+
+    /// As [`Zswap::new`], but the shrink worker's thread is started only once work is queued
+    /// for it, by [`Zswap::service_shrink_worker`]: for an embedder that makes many caches
+    /// most of which never reach their pool limit (every process of a `uzswap run` tree has
+    /// one; a thread made and torn down with each cost about 0.3 ms of every process's life).
+    /// `wake` is called when work is queued and no thread runs it yet, from whatever context
+    /// queued it (a store in a signal handler included), so it must be async-signal-safe:
+    /// typically a futex wake of the embedder's own thread, which then calls
+    /// [`Zswap::service_shrink_worker`].
+    pub fn with_shrink_worker_on_demand(params: Params, wake: fn()) -> Result<Zswap, Error> {
+        Self::build(params, Some(wake))
+    }
+
+    fn build(params: Params, wake: Option<fn()>) -> Result<Zswap, Error> {
         params.validate()?;
         let nodes = params.numa_nodes;
         let hot = HotParams {
@@ -152,25 +170,62 @@ impl Zswap {
             areas: (0..MAX_AREAS).map(|_| OnceLock::new()).collect(),
             cgroups: cgroup::Cgroups::new(nodes, lanes),
             stats: Striped::new(),
-            worker: WorkerCtl {
-                queued: AtomicBool::new(false),
-                state: WorkerLock::new(WorkerState::default()),
-                cv: std::sync::Condvar::new(),
-                idle_cv: std::sync::Condvar::new(),
-            },
+            worker: WorkerCtl::new(wake),
             faults: FaultHooks::new(),
             nodes,
         });
-        let w = inner.clone();
-        let handle = std::thread::Builder::new()
-            .name("zswap-shrink".into())
-            .spawn(move || w.worker_main())
-            .map_err(Error::WorkerSpawn)?;
         Ok(Zswap {
             inner,
-            worker: Mutex::new(Some(handle)),
+            worker: Mutex::new(None),
             pressure: Mutex::new(None),
         })
+    }
+
+    /// Starts the shrink worker's thread into `slot` (the caller holds the handle's lock).
+    fn spawn_worker(&self, slot: &mut Option<std::thread::JoinHandle<()>>) -> Result<(), Error> {
+        let w = self.inner.clone();
+        *slot = Some(
+            std::thread::Builder::new()
+                .name("zswap-shrink".into())
+                .spawn(move || w.worker_main())
+                .map_err(Error::WorkerSpawn)?,
+        );
+        self.inner.worker.thread_up.store(true, Relaxed);
+        Ok(())
+    }
+
+    /// For a cache made by [`Zswap::with_shrink_worker_on_demand`]: starts the shrink
+    /// worker's thread if work is queued for it and none runs yet; until then does the idle
+    /// worker's other job, returning cached pool memory whose decay time has passed (unless
+    /// the worker is held). Call it from an ordinary thread context (it may spawn a thread),
+    /// after each `wake` and periodically (every few hundred milliseconds). True if a thread
+    /// runs the worker now. A no-op returning true for a cache made by [`Zswap::new`].
+    pub fn service_shrink_worker(&self) -> Result<bool, Error> {
+        if self.inner.worker.thread_up.load(Relaxed) {
+            return Ok(true);
+        }
+        let w = &self.inner.worker;
+        let mut st = w.state.lock();
+        if st.pending {
+            drop(st);
+            let mut h = self.worker.lock();
+            if h.is_none() {
+                self.spawn_worker(&mut h)?;
+            }
+            return Ok(true);
+        }
+        if st.held || st.stop {
+            return Ok(false);
+        }
+        // The idle purge, under the protocol the worker's own follows (`wait_shrink_idle`
+        // waits for it; a held worker does not start it).
+        st.running = true;
+        drop(st);
+        self.inner.pools.purge_expired();
+        let mut st = w.state.lock();
+        st.running = false;
+        w.idle_cv.notify_all();
+        Ok(false)
     }
 
     /// Attach a backing store (a swap file, a [`MemStore`](uzswap_backing::MemStore), a remote
@@ -612,14 +667,12 @@ impl Zswap {
         let mut h = self.worker.lock();
         // The handle names the parent's thread: never join or detach it here.
         std::mem::forget(h.take());
-        let w = self.inner.clone();
-        *h = Some(
-            std::thread::Builder::new()
-                .name("zswap-shrink".into())
-                .spawn(move || w.worker_main())
-                .map_err(Error::WorkerSpawn)?,
-        );
-        Ok(())
+        self.inner.worker.thread_up.store(false, Relaxed);
+        if self.inner.worker.wake.is_some() {
+            // On demand: the child's thread starts when work is queued for it.
+            return Ok(());
+        }
+        self.spawn_worker(&mut h)
     }
 
     /// True if a store queued the background worker and it has not started yet (one atomic
@@ -637,7 +690,8 @@ impl Zswap {
         let deadline = Instant::now() + timeout;
         let w = &self.inner.worker;
         let mut st = w.state.lock();
-        while (st.pending && !st.held) || st.running {
+        // Queued work with no thread to run it yet (on demand) is not in progress.
+        while (st.pending && !st.held && w.thread_up.load(Relaxed)) || st.running {
             let now = Instant::now();
             if now >= deadline {
                 return false;

@@ -34,6 +34,35 @@ pub(crate) struct WorkerCtl {
     pub(crate) state: WorkerLock,
     pub(crate) cv: Condvar,
     pub(crate) idle_cv: Condvar,
+    /// A thread runs `worker_main` (from creation, or since an on-demand start).
+    pub(crate) thread_up: AtomicBool,
+    /// On demand (`Zswap::with_shrink_worker_on_demand`): called when work is queued and no
+    /// thread runs it yet, so that the embedder starts one from a context where it may
+    /// (`Zswap::service_shrink_worker`).
+    pub(crate) wake: Option<fn()>,
+}
+
+impl WorkerCtl {
+    pub(crate) fn new(wake: Option<fn()>) -> Self {
+        WorkerCtl {
+            queued: AtomicBool::new(false),
+            state: WorkerLock::new(WorkerState::default()),
+            cv: Condvar::new(),
+            idle_cv: Condvar::new(),
+            thread_up: AtomicBool::new(false),
+            wake,
+        }
+    }
+
+    /// Work was queued: with no thread yet, ask the embedder for one.
+    #[inline]
+    fn wake_embedder(&self) {
+        if !self.thread_up.load(Relaxed) {
+            if let Some(f) = self.wake {
+                f();
+            }
+        }
+    }
 }
 
 /// `std::sync::Mutex<WorkerState>` without poisoning (the state stays consistent: every
@@ -109,6 +138,8 @@ impl Inner {
             let mut st = self.worker.state.lock();
             st.pending = true;
             self.worker.cv.notify_one();
+            drop(st);
+            self.worker.wake_embedder();
         }
     }
 
@@ -175,6 +206,8 @@ impl Inner {
         }
         st.pending = true;
         self.worker.cv.notify_one();
+        drop(st);
+        self.worker.wake_embedder();
     }
 
     /// Write back entries of `cg` until neither it nor an ancestor is over zswap.max (the
@@ -326,6 +359,64 @@ mod tests {
         );
         z.hold_shrink_worker(false);
         assert!(z.wait_shrink_idle(Duration::from_secs(60)));
+        assert!(z.pool_total_pages() <= z.params().accept_threshold_pages());
+        for k in 0..i {
+            let mut out = [0u8; crate::PAGE_SIZE];
+            z.load(SwapSlot::new(0, k), &mut out, false).unwrap();
+            assert_eq!(out[..], page(k as u8)[..], "page {k}");
+        }
+    }
+
+    static WAKES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    fn count_wake() {
+        WAKES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// On demand, no thread runs until a store queues work: the store calls the embedder's
+    /// wake, `wait_shrink_idle` does not wait for work no thread can run yet, and
+    /// `service_shrink_worker` starts the thread, which then writes back down to the accept
+    /// threshold as the eager worker does. Every page reads back.
+    #[test]
+    #[cfg_attr(miri, ignore = "fills a 4 MiB pool: minutes under Miri")]
+    fn an_on_demand_worker_starts_when_work_is_queued_and_then_does_it() {
+        let disk = crate::MemStore::new(0, 4096).unwrap();
+        for _ in 0..4096 {
+            crate::BackingStore::alloc_slot(&disk).unwrap();
+        }
+        let z = Zswap::with_shrink_worker_on_demand(
+            Params {
+                total_memory_bytes: 4 << 20,
+                proactive_shrink: false,
+                accept_threshold_percent: 50,
+                ..Params::default()
+            },
+            count_wake,
+        )
+        .unwrap();
+        z.add_backing_store(Arc::new(disk)).unwrap();
+        assert!(
+            !z.service_shrink_worker().unwrap(),
+            "nothing queued, no thread"
+        );
+        let wakes = WAKES.load(std::sync::atomic::Ordering::Relaxed);
+        let mut i = 0;
+        while z.store(SwapSlot::new(0, i), &page(i as u8), CgroupId::ROOT)
+            != StoreOutcome::Rejected(RejectReason::PoolLimit)
+        {
+            i += 1;
+        }
+        assert!(z.shrink_worker_queued());
+        assert!(
+            WAKES.load(std::sync::atomic::Ordering::Relaxed) > wakes,
+            "woken"
+        );
+        let t = std::time::Instant::now();
+        assert!(z.wait_shrink_idle(Duration::from_secs(5)));
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        assert_eq!(z.counters().written_back_pages, 0, "no thread ran yet");
+        assert!(z.service_shrink_worker().unwrap(), "started");
+        assert!(z.wait_shrink_idle(Duration::from_secs(60)));
+        assert!(z.counters().written_back_pages > 0);
         assert!(z.pool_total_pages() <= z.params().accept_threshold_pages());
         for k in 0..i {
             let mut out = [0u8; crate::PAGE_SIZE];
