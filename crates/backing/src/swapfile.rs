@@ -46,8 +46,9 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use rustix::fs::FallocateFlags;
 use rustix::io::Errno;
@@ -90,7 +91,13 @@ pub enum DiscardPolicy {
 
 /// One swap area backed by a real file. `Send + Sync`; share it by reference or `Arc`.
 pub struct SwapFile {
-    file: File,
+    /// The file: open from the start, or made at its first use
+    /// ([`SwapFile::create_temp_on_first_write`]).
+    file: OnceLock<File>,
+    /// Where that file is made, for a file not made yet.
+    lazy_dir: Option<PathBuf>,
+    /// Serialises the making of a lazy file.
+    lazy_lock: Mutex<()>,
     area: u32,
     capacity: u64,
     table_offset: u64,
@@ -219,24 +226,29 @@ fn open_temp(dir: &Path) -> io::Result<File> {
     }
 }
 
-/// An all-zero checksum table of `n` entries, from `alloc_zeroed`: the OS hands out zero pages
-/// lazily, so a large, mostly unused area costs no resident memory, and a request the allocator
-/// cannot satisfy is an error instead of an abort.
+/// Atomic integers, for which all-zero bytes are the value 0 (the same layout as the integer).
+pub(crate) trait ZeroIsValid {}
+impl ZeroIsValid for AtomicU64 {}
+impl ZeroIsValid for AtomicU32 {}
+
+/// An all-zero table of `n` atomics, from `alloc_zeroed`: the OS hands out zero pages lazily,
+/// so a large, mostly unused area costs no resident memory (nor a page fault per page of it
+/// at creation), and a request the allocator cannot satisfy is an error instead of an abort.
 // The crate's one unsafe function: std has no safe way to get zeroed atomics lazily (the
-// slot map's records come from it too).
+// checksum table, the cluster counters and the slot map's records come from it).
 #[allow(unsafe_code)]
-pub(crate) fn zeroed_table(n: usize) -> Option<Box<[AtomicU64]>> {
-    let layout = std::alloc::Layout::array::<AtomicU64>(n).ok()?;
+pub(crate) fn zeroed_table<T: ZeroIsValid>(n: usize) -> Option<Box<[T]>> {
+    let layout = std::alloc::Layout::array::<T>(n).ok()?;
     if layout.size() == 0 {
         return Some(Box::new([]));
     }
     // SAFETY: the layout has a non-zero size (checked above).
-    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<AtomicU64>();
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
     if ptr.is_null() {
         return None;
     }
-    // SAFETY: `ptr` is a fresh allocation of exactly `layout` (n AtomicU64s, the global
-    // allocator, as Box<[T]> requires); all-zero bytes are a valid AtomicU64 (same layout as u64).
+    // SAFETY: `ptr` is a fresh allocation of exactly `layout` (n Ts, the global allocator, as
+    // Box<[T]> requires); all-zero bytes are a valid T (`ZeroIsValid`).
     Some(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n)) })
 }
 
@@ -262,6 +274,19 @@ impl SwapFile {
         Self::check_capacity(slots)?;
         let file = open_temp(dir).map_err(|e| Error::from_io(Op::Create, None, e))?;
         Self::init(file, area, slots)
+    }
+
+    /// As [`SwapFile::create_temp`], but the file is made at the first write to it (or the
+    /// first call that needs it), not now: an area most of whose slots are never written
+    /// (every process of a `uzswap run` tree has one, and most processes write nothing back)
+    /// then costs no file, no inode to create and delete, and no header write. An error making
+    /// it then fails that write as an I/O error would (counted; the page stays where it was).
+    pub fn create_temp_on_first_write(dir: &Path, area: u32, slots: u64) -> Result<SwapFile> {
+        Self::check_capacity(slots)?;
+        let (table_offset, data_offset) = Self::layout(slots);
+        let mut f = Self::build(None, area, slots, table_offset, data_offset)?;
+        f.lazy_dir = Some(dir.to_path_buf());
+        Ok(f)
     }
 
     /// Reopens a file made by [`SwapFile::create`]: every slot that holds a block comes back
@@ -305,7 +330,7 @@ impl SwapFile {
         if n < raw.len() {
             return Err(Error::BadHeader(HeaderError::TableTruncated));
         }
-        let sf = Self::build(file, area, slots, table_offset, data_offset)?;
+        let sf = Self::build(Some(file), area, slots, table_offset, data_offset)?;
         for (i, e) in raw.chunks_exact(ENTRY_SIZE as usize).enumerate() {
             let v = le_u64(e);
             if v & WRITTEN != 0 {
@@ -326,24 +351,61 @@ impl SwapFile {
     }
 
     fn init(file: File, area: u32, slots: u64) -> Result<SwapFile> {
+        let (table_offset, data_offset) = Self::layout(slots);
+        Self::format(&file, area, slots).map_err(|(op, e)| Error::from_io(op, None, e))?;
+        Self::build(Some(file), area, slots, table_offset, data_offset)
+    }
+
+    /// The header's and the data's offsets for `slots` slots.
+    fn layout(slots: u64) -> (u64, u64) {
         let table_offset = PAGE_SIZE as u64;
-        let data_offset = table_offset + table_pages(slots) * PAGE_SIZE as u64;
+        (
+            table_offset,
+            table_offset + table_pages(slots) * PAGE_SIZE as u64,
+        )
+    }
+
+    /// Sizes a new file for `slots` slots and writes its header.
+    fn format(file: &File, area: u32, slots: u64) -> std::result::Result<(), (Op, io::Error)> {
+        let (table_offset, data_offset) = Self::layout(slots);
         file.set_len(data_offset + slots * PAGE_SIZE as u64)
-            .map_err(|e| Error::from_io(Op::Create, None, e))?;
+            .map_err(|e| (Op::Create, e))?;
         file.write_all_at(&encode_header(area, slots, table_offset, data_offset), 0)
-            .map_err(|e| Error::from_io(Op::Metadata, None, e))?;
-        Self::build(file, area, slots, table_offset, data_offset)
+            .map_err(|e| (Op::Metadata, e))
+    }
+
+    /// The file, made now if it is made on first use.
+    fn file(&self) -> io::Result<&File> {
+        if let Some(f) = self.file.get() {
+            return Ok(f);
+        }
+        let Some(dir) = &self.lazy_dir else {
+            return Err(io::Error::other("swap file not open"));
+        };
+        let _g = self
+            .lazy_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = self.file.get() {
+            return Ok(f);
+        }
+        let f = open_temp(dir)?;
+        Self::format(&f, self.area, self.capacity).map_err(|(_, e)| e)?;
+        Ok(self.file.get_or_init(|| f))
     }
 
     fn build(
-        file: File,
+        file: Option<File>,
         area: u32,
         capacity: u64,
         table_offset: u64,
         data_offset: u64,
     ) -> Result<SwapFile> {
+        let clusters = capacity.div_ceil(CLUSTER_SLOTS as u64) as usize;
         Ok(SwapFile {
-            file,
+            file: file.map_or_else(OnceLock::new, OnceLock::from),
+            lazy_dir: None,
+            lazy_lock: Mutex::new(()),
             area,
             capacity,
             table_offset,
@@ -352,12 +414,8 @@ impl SwapFile {
             table: zeroed_table(capacity as usize).ok_or(Error::OutOfMemory(capacity))?,
             counters: Counters::default(),
             punch_hole: AtomicBool::new(true),
-            cluster_blocks: (0..capacity.div_ceil(CLUSTER_SLOTS as u64))
-                .map(|_| AtomicU32::new(0))
-                .collect(),
-            cluster_garbage: (0..capacity.div_ceil(CLUSTER_SLOTS as u64))
-                .map(|_| AtomicU32::new(0))
-                .collect(),
+            cluster_blocks: zeroed_table(clusters).ok_or(Error::OutOfMemory(capacity))?,
+            cluster_garbage: zeroed_table(clusters).ok_or(Error::OutOfMemory(capacity))?,
             discard_policy: AtomicU8::new(DiscardPolicy::default() as u8),
             injector: FaultInjector::new(),
             direct: None,
@@ -371,7 +429,12 @@ impl SwapFile {
     pub fn enable_direct_io(&mut self) -> Result<()> {
         use std::os::fd::AsRawFd as _;
         // Reopening through /proc works for O_TMPFILE files too (they have no name).
-        let path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+        let path = format!(
+            "/proc/self/fd/{}",
+            self.file()
+                .map_err(|source| Error::DirectIoRefused { source })?
+                .as_raw_fd()
+        );
         let f = OpenOptions::new()
             .read(true)
             .write(true)
@@ -392,7 +455,7 @@ impl SwapFile {
 
     fn write_block(&self, page: &[u8], pos: u64) -> io::Result<()> {
         match &self.direct {
-            None => self.file.write_all_at(page, pos),
+            None => self.file()?.write_all_at(page, pos),
             Some(f) => {
                 let mut b = AlignedBlock::new();
                 b.0.copy_from_slice(page);
@@ -403,7 +466,7 @@ impl SwapFile {
 
     fn read_block(&self, page: &mut [u8], pos: u64) -> io::Result<usize> {
         match &self.direct {
-            None => pread_full(&self.file, page, pos),
+            None => pread_full(self.file()?, page, pos),
             Some(f) => {
                 let mut b = AlignedBlock::new();
                 let n = pread_full(f, &mut b.0, pos)?;
@@ -534,8 +597,12 @@ impl SwapFile {
 
     /// Punches the blocks `[first, first + n)`; remembers if the filesystem cannot.
     fn punch(&self, first: u64, n: u64) {
+        // No file yet: nothing written, nothing to punch.
+        let Some(file) = self.file.get() else {
+            return;
+        };
         let rc = rustix::fs::fallocate(
-            &self.file,
+            file,
             FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
             self.block_pos(first),
             n * PAGE_SIZE as u64,
@@ -553,7 +620,7 @@ impl SwapFile {
     }
 
     fn write_entry(&self, off: u64, v: u64) -> io::Result<()> {
-        self.file
+        self.file()?
             .write_all_at(&v.to_le_bytes(), self.table_offset + off * ENTRY_SIZE)
     }
 
@@ -581,11 +648,12 @@ impl SwapFile {
             WriteFault::Corrupt => {
                 let mut bad = page.to_vec();
                 bad[off as usize % PAGE_SIZE] ^= 0x01;
-                self.file.write_all_at(&bad, self.block_pos(off))
+                self.file()
+                    .and_then(|f| f.write_all_at(&bad, self.block_pos(off)))
             }
             WriteFault::Misdirect => self
-                .file
-                .write_all_at(page, self.block_pos((off + 1) % self.capacity)),
+                .file()
+                .and_then(|f| f.write_all_at(page, self.block_pos((off + 1) % self.capacity))),
         };
         let entry = WRITTEN | crc as u64;
         let res = res
@@ -693,8 +761,11 @@ impl SwapFile {
 
     /// Flushes blocks and checksum table to stable storage (`fdatasync`).
     pub fn sync(&self) -> Result<()> {
-        self.file
-            .sync_data()
+        // No file yet: nothing to flush.
+        let Some(file) = self.file.get() else {
+            return Ok(());
+        };
+        file.sync_data()
             .map_err(|e| Error::from_io(Op::Metadata, None, e))
     }
 
@@ -723,9 +794,9 @@ impl SwapFile {
         }
         let pos = self.block_pos(offset) + byte as u64;
         let mut b = [0u8; 1];
-        self.file.read_exact_at(&mut b, pos)?;
+        self.file()?.read_exact_at(&mut b, pos)?;
         b[0] ^= 0x10;
-        self.file.write_all_at(&b, pos)?;
+        self.file()?.write_all_at(&b, pos)?;
         self.injector.count_injected();
         Ok(())
     }

@@ -771,3 +771,48 @@ fn direct_io_pages_read_back_identical() {
     }
     std::fs::remove_file(&path).unwrap();
 }
+
+/// A file made on first write: nothing is made until a write needs it (here the directory
+/// does not exist yet, so the first write fails as an I/O error would: counted, the slot holds
+/// nothing, the area stays usable), then the first writes of several threads at once make one
+/// file, and every page reads back.
+#[test]
+fn a_file_made_on_first_write_is_made_once_and_its_failure_is_survived() {
+    let base = TempDir::new("lazy");
+    let dir = base.path().join("not-yet");
+    let sf = SwapFile::create_temp_on_first_write(&dir, 3, 1024).unwrap();
+    let a = sf.alloc_slot().unwrap();
+    let b = sf.alloc_slot().unwrap();
+    sf.free_slot(b).unwrap();
+    sf.discard(a);
+    sf.sync().unwrap();
+    assert!(!dir.exists());
+    let pages = real_pages(64);
+    assert!(
+        sf.write_page(a, &pages[0]).is_err(),
+        "no directory to make it in"
+    );
+    assert_eq!(sf.stats().write_errors, 1);
+    assert!(matches!(read(&sf, a), Err(Error::NotWritten(_))));
+
+    std::fs::create_dir(&dir).unwrap();
+    let slots: Vec<SwapSlot> = (0..63).map(|_| sf.alloc_slot().unwrap()).collect();
+    std::thread::scope(|s| {
+        for (t, chunk) in slots.chunks(16).enumerate() {
+            let (sf, pages) = (&sf, &pages);
+            s.spawn(move || {
+                for (k, &slot) in chunk.iter().enumerate() {
+                    sf.write_page(slot, &pages[1 + t * 16 + k]).unwrap();
+                }
+            });
+        }
+    });
+    for (i, &slot) in slots.iter().enumerate() {
+        assert_eq!(read(&sf, slot).unwrap(), pages[1 + i], "slot {i}");
+    }
+    sf.write_page(a, &pages[0]).unwrap();
+    assert_eq!(read(&sf, a).unwrap(), pages[0]);
+    sf.sync().unwrap();
+    // One unnamed file in the directory's file system, none named in the directory.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
