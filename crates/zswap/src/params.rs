@@ -162,6 +162,15 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
+        Params::for_machine(mem_total_bytes().unwrap_or(1 << 30), crate::nr_nodes())
+    }
+}
+
+impl Params {
+    /// The defaults, for a machine with this much memory and this many NUMA nodes, given
+    /// instead of read from the system (`Default` reads them: /proc and /sys, tens of
+    /// microseconds, which every process of a `uzswap run` tree would pay).
+    pub fn for_machine(total_memory_bytes: u64, numa_nodes: usize) -> Params {
         Params {
             enabled: true,
             compressor: Algorithm::Lz4,
@@ -170,7 +179,7 @@ impl Default for Params {
             shrinker_enabled: false,
             chain_size: 8,
             chain_rule: ChainRule::MinWaste,
-            total_memory_bytes: mem_total_bytes().unwrap_or(1 << 30),
+            total_memory_bytes,
             proactive_shrink: true,
             reject_compress_poor: false,
             warm_protection: WarmProtection::SecondChance,
@@ -178,7 +187,7 @@ impl Default for Params {
             rotation_is_failure: false,
             zero_page_entries: false,
             lru: LruMode::Global,
-            numa_nodes: crate::nr_nodes(),
+            numa_nodes,
             huge_first_chunk: true,
         }
     }
@@ -248,10 +257,34 @@ impl Params {
     }
 }
 
-/// MemTotal from /proc/meminfo, in bytes.
+/// MemTotal (as /proc/meminfo gives it), in bytes.
 pub fn mem_total_bytes() -> Option<u64> {
+    // sysinfo's totalram is the same count of pages (`si_meminfo`), in one system call:
+    // reading /proc/meminfo took 60-120 us, paid by every process of a `uzswap run` tree.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    {
+        // SAFETY: sysinfo fills the struct we pass; all-zero bytes are a valid `sysinfo`.
+        let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if unsafe { libc::sysinfo(&mut si) } == 0 && si.totalram > 0 {
+            return Some(si.totalram.saturating_mul(u64::from(si.mem_unit.max(1))));
+        }
+    }
     let s = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The system call gives the kernel's MemTotal exactly.
+    #[test]
+    #[cfg_attr(miri, ignore = "reads /proc")]
+    fn mem_total_is_meminfos() {
+        let s = std::fs::read_to_string("/proc/meminfo").unwrap();
+        let line = s.lines().find(|l| l.starts_with("MemTotal:")).unwrap();
+        let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(super::mem_total_bytes(), Some(kb * 1024));
+    }
 }
