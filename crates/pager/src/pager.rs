@@ -132,19 +132,21 @@ impl Config {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         let covers_pool = get("UZSWAP_BUDGET_COVERS").as_deref() != Some("resident");
+        // When SIZE covers the pool, SIZE is this tree's whole memory and the pool limit is a
+        // share of it; with a budget on resident pages alone (cgroup v1 does not charge the
+        // kernel's zswap pool) the pool is limited by the machine's memory, as there. One
+        // NUMA node: the pager's cache is per process (and not reading /sys saves every
+        // process's start some tens of microseconds).
+        let total = if budget_bytes > 0 && covers_pool {
+            budget_bytes
+        } else {
+            uzswap_zswap::mem_total_bytes().unwrap_or(1 << 30)
+        };
         let mut params = Params {
-            // When SIZE covers the pool, SIZE is this tree's whole memory and the pool limit is
-            // a share of it; with a budget on resident pages alone (cgroup v1 does not charge
-            // the kernel's zswap pool) the pool is limited by the machine's memory, as there.
-            total_memory_bytes: if budget_bytes > 0 && covers_pool {
-                budget_bytes
-            } else {
-                Params::default().total_memory_bytes
-            },
             // Every process of the tree has a cache, and most pools stay small (each thread's
             // warm-up store opens one): 4 KiB pages until a pool grows, not 2 MiB at once.
             huge_first_chunk: false,
-            ..Params::default()
+            ..Params::for_machine(total, 1)
         };
         if let Some(p) = get("UZSWAP_PARAMS") {
             apply_params(&mut params, &p);
@@ -185,6 +187,15 @@ impl Config {
                 .unwrap_or(0usize)
                 .min(MAX_READAHEAD),
         }
+    }
+}
+
+/// The cache's call when a store queued shrink work and no worker thread runs yet (from a
+/// fault's direct reclaim too, so it only bumps and wakes a futex): the reclaim threads wake
+/// and this process's starts the worker.
+fn wake_reclaim_thread() {
+    if let Some(p) = crate::pager() {
+        p.seg.request_reclaim();
     }
 }
 
@@ -362,7 +373,10 @@ impl Pager {
         let zero_src = sys::map_anon(ZERO_SRC_PAGES * PAGE).map_err(|e| format!("mmap: {e}"))?;
         let mut params = cfg.params.clone();
         params.numa_nodes = 1;
-        let zswap = Zswap::new(params).map_err(|e| format!("cache: {e}"))?;
+        // Most processes of a tree never fill their pool: their shrink worker's thread starts
+        // only once a store queues work for it (the reclaim thread starts it).
+        let zswap = Zswap::with_shrink_worker_on_demand(params, wake_reclaim_thread)
+            .map_err(|e| format!("cache: {e}"))?;
         if cfg.covers_pool {
             // The pool's pages count against SIZE, but the freed zspage memory it keeps for
             // reuse (by default up to the pool limit, a fifth of SIZE, for a second) would not:
@@ -424,9 +438,18 @@ impl Pager {
         })
     }
 
-    /// A new swap file for area `area` as configured.
+    /// A new swap file for area `area` as configured. Buffered files are made at their first
+    /// write: most processes of a tree never write anything back, and making and deleting an
+    /// inode cost each about 0.2 ms of its start and exit. (`uzswap run` made one in the
+    /// directory before the program started, so a directory that cannot hold one was reported
+    /// then.) An O_DIRECT file is opened at once: whether the file system takes O_DIRECT is
+    /// only known at the open.
     fn swap_file(cfg: &Config, area: u32) -> Result<SwapFile, String> {
-        swap_file(&cfg.swap_dir, area, cfg.swap_slots, cfg.direct_io)
+        if cfg.direct_io {
+            return swap_file(&cfg.swap_dir, area, cfg.swap_slots, cfg.direct_io);
+        }
+        SwapFile::create_temp_on_first_write(&cfg.swap_dir, area, cfg.swap_slots)
+            .map_err(|e| format!("swap file in {}: {e}", cfg.swap_dir.display()))
     }
 
     #[inline]
@@ -1581,10 +1604,23 @@ impl Pager {
                     self.store_staged();
                     self.evict_until_within_budget();
                     self.shrink_pool();
+                    self.service_shrink_worker();
                     self.publish_pool();
                     self.seg.note_peak();
                 }
             });
+    }
+
+    /// The cache's shrink worker, on demand: its thread starts once a store queued work for
+    /// it; until then this thread does its idle job (returning expired cached pool memory).
+    fn service_shrink_worker(&self) {
+        let _map = self.regions.read_recursive();
+        if let Err(e) = self.zswap.service_shrink_worker() {
+            static SAID: AtomicBool = AtomicBool::new(false);
+            if !SAID.swap(true, Relaxed) {
+                sys::raw_stderr(format!("uzswap: the cache's shrink worker: {e}\n").as_bytes());
+            }
+        }
     }
 
     /// The reclaim thread's eviction when the tree is over its budget (another process's
