@@ -432,6 +432,11 @@ pub fn munlockall() -> i32 {
             let _e = sys::ErrnoGuard::new();
             if ALL.swap(0, AcqRel) & ALL_ON != 0 {
                 p.resume();
+                // What mlockall kept in may be far over the budget, and a program that only
+                // reads its resident pages faults no more (its next fault would reclaim, as
+                // the kernel's next charge would): reclaim down to the budget now.
+                let _b = sys::SigBlock::new();
+                p.maybe_reclaim(0);
             }
             release_all();
         }

@@ -38,6 +38,7 @@ extern "C" {
     fn mi_free(p: *mut c_void);
     fn mi_usable_size(p: *const c_void) -> usize;
     fn mi_option_set(o: c_int, v: libc::c_long);
+    fn mi_process_init();
     fn mi_manage_os_memory_ex(
         start: *mut c_void,
         size: usize,
@@ -434,6 +435,15 @@ fn setup_heap() {
             // every reuse is then a zero-fill fault, and a loop of growing buffers ran twice as
             // long with 10 ms (docs/pager.md "The heap's footprint").
             mi_option_set(15, 100);
+        }
+        // mimalloc's own maps made at its start (its page map, reserved large and written as
+        // the heap spreads) are made here as the pager's, so they stay plain memory, as its
+        // arenas' meta-data does (above). Made by its constructor after this one, they were
+        // managed: each first touch of the page map took the fault path (a signal and a
+        // 16-page fill). They are part of the fixed overhead.
+        {
+            let _own = sys::InPager::enter();
+            mi_process_init();
         }
         // The first arena only; the rest of the reservation becomes arenas as the heap needs
         // them (`grow_heap`).
