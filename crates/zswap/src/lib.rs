@@ -22,7 +22,7 @@
 //! | `load` | the load path (`zswap_load`), sequential-run prefetch |
 //! | `entry` | entry lifecycle: replacing a slot's value, releasing an entry, `zswap_invalidate` |
 //! | `shrink` | writeback of one LRU entry, `shrink_memcg`, the shrink worker's walk, the pressure shrinker |
-//! | `worker` | the background shrink worker thread and its wake-ups |
+//! | `worker` | the background shrink worker thread (started with the cache, or on demand by the embedder: `Zswap::with_shrink_worker_on_demand`) and its wake-ups |
 //! | `index` | slot words, entries, shards (the kernel's xarray + `zswap_entry`) |
 //! | `lru` | the LRU of one (cgroup, node) (`list_lru_one`), as per-thread sub-lists in one order |
 //! | `spin` | the spinning mutex of the LRU sub-lists |
