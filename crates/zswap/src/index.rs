@@ -148,23 +148,6 @@ pub(crate) struct Entry {
     pub(crate) referenced: bool,
 }
 
-/// A shard's entry table, `SHARD_SLOTS` free cells, from `alloc_zeroed`: memory the allocator
-/// takes fresh from the OS is then not written here, so its pages fault in as entries use
-/// them instead of all 24 at once (96 KiB written by `resize` cost the first store into a
-/// shard, every thread's warm-up store included, some 50-100 us). None if it cannot be had.
-fn zeroed_entries() -> Option<Vec<Entry>> {
-    let layout = std::alloc::Layout::array::<Entry>(SHARD_SLOTS).ok()?;
-    // SAFETY: a non-zero size.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<Entry>();
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: a fresh allocation of `SHARD_SLOTS` entries from the global allocator with
-    // `Entry`'s layout, as `Vec` frees it; all-zero bytes are `Entry::default()` (integers and
-    // a bool, no padding: `entry_default_is_all_zero_bytes`).
-    Some(unsafe { Vec::from_raw_parts(p, SHARD_SLOTS, SHARD_SLOTS) })
-}
-
 /// A read prefetch of the cache line holding `p` into all cache levels. A hint only: it has no
 /// architectural effect and never faults, whatever `p` is.
 #[inline(always)]
@@ -239,10 +222,10 @@ impl ShardTable {
     /// allocated (reject_kmemcache_fail).
     pub(crate) fn reserve_entries(&mut self) -> bool {
         if self.entries.is_empty() {
-            match zeroed_entries() {
-                Some(v) => self.entries = v,
-                None => return false,
+            if self.entries.try_reserve_exact(SHARD_SLOTS).is_err() {
+                return false;
             }
+            self.entries.resize(SHARD_SLOTS, Entry::default());
         }
         true
     }
@@ -395,15 +378,6 @@ impl AreaIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// `zeroed_entries` relies on it.
-    #[test]
-    fn entry_default_is_all_zero_bytes() {
-        assert_eq!(std::mem::size_of::<Entry>(), 24, "no padding");
-        let t = zeroed_entries().unwrap();
-        assert_eq!(t.len(), SHARD_SLOTS);
-        assert!(t.iter().all(|e| *e == Entry::default()));
-    }
 
     #[test]
     fn slot_word_round_trip() {
