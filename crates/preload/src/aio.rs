@@ -84,14 +84,7 @@ macro_rules! aio_submit {
         /// As the libc function of the same name.
         #[no_mangle]
         pub unsafe extern "C" fn $name(cb: *mut aiocb) -> c_int {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe {
-                    std::ffi::CStr::from_bytes_with_nul_unchecked(
-                        concat!(stringify!($name), "\0").as_bytes(),
-                    )
-                },
-            );
+            static S: NextSym = NextSym::new(sym_name!($name));
             // SAFETY: the caller's request.
             unsafe { pin_request(cb) };
             // SAFETY: libc's function of this name.
@@ -120,14 +113,7 @@ macro_rules! aio_ret {
         /// As the libc function of the same name.
         #[no_mangle]
         pub unsafe extern "C" fn $name(cb: *mut aiocb) -> ssize_t {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe {
-                    std::ffi::CStr::from_bytes_with_nul_unchecked(
-                        concat!(stringify!($name), "\0").as_bytes(),
-                    )
-                },
-            );
+            static S: NextSym = NextSym::new(sym_name!($name));
             // SAFETY: libc's function of this name.
             let r = unsafe {
                 let f: unsafe extern "C" fn(*mut aiocb) -> ssize_t = std::mem::transmute(S.get());
@@ -155,14 +141,7 @@ macro_rules! lio {
             n: c_int,
             sev: *mut sigevent,
         ) -> c_int {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe {
-                    std::ffi::CStr::from_bytes_with_nul_unchecked(
-                        concat!(stringify!($name), "\0").as_bytes(),
-                    )
-                },
-            );
+            static S: NextSym = NextSym::new(sym_name!($name));
             let mut p = Pinned::none();
             p.add(list.cast(), n.max(0) as usize * size_of::<*mut aiocb>());
             for k in 0..n.max(0) as usize {

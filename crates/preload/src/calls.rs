@@ -29,9 +29,7 @@ macro_rules! open_wrap {
         /// As the libc function of the same name.
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t,)* flags: c_int, mode: c_uint) -> c_int {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) });
+            static S: NextSym = NextSym::new(sym_name!($name));
             let mut pins = Pinned::none();
             // SAFETY: the caller's path.
             unsafe { pins.add_str($path) };
@@ -65,9 +63,7 @@ macro_rules! open2_wrap {
         /// As the libc function of the same name.
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t,)* path: Str, flags: c_int) -> c_int {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) });
+            static S: NextSym = NextSym::new(sym_name!($name));
             let mut pins = Pinned::none();
             // SAFETY: the caller's path.
             unsafe { pins.add_str(path) };
@@ -183,14 +179,7 @@ macro_rules! fopen_wrap {
         /// As the libc function of the same name.
         #[no_mangle]
         pub unsafe extern "C" fn $name(path: Str, mode: Str) -> *mut libc::FILE {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe {
-                    std::ffi::CStr::from_bytes_with_nul_unchecked(
-                        concat!(stringify!($name), "\0").as_bytes(),
-                    )
-                },
-            );
+            static S: NextSym = NextSym::new(sym_name!($name));
             let mut pins = Pinned::none();
             // SAFETY: the caller's path.
             unsafe { pins.add_str(path) };
@@ -335,9 +324,7 @@ macro_rules! chk_wrap {
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> $r {
             if !$ok {
-                static S: NextSym = NextSym::new(
-                    // SAFETY: a literal with one trailing NUL.
-                    unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) });
+                static S: NextSym = NextSym::new(sym_name!($name));
                 // SAFETY: libc's checking function, which reports the overflow.
                 return unsafe {
                     let f: unsafe extern "C" fn($($t),*) -> $r = std::mem::transmute(S.get());
@@ -611,14 +598,7 @@ macro_rules! fcntl_wrap {
         /// As `fcntl(2)`.
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int, cmd: c_int, arg: usize) -> c_int {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe {
-                    std::ffi::CStr::from_bytes_with_nul_unchecked(
-                        concat!(stringify!($name), "\0").as_bytes(),
-                    )
-                },
-            );
+            static S: NextSym = NextSym::new(sym_name!($name));
             let mut pins = Pinned::none();
             pins.add(arg as *const c_void, fcntl_bytes(cmd));
             // SAFETY: libc's variadic function of this name, given its argument.
@@ -741,14 +721,7 @@ macro_rules! clock_wrap {
         /// As the libc function of the same name.
         #[no_mangle]
         pub unsafe extern "C" fn $name(c: libc::clockid_t, ts: *mut libc::timespec) -> c_int {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe {
-                    std::ffi::CStr::from_bytes_with_nul_unchecked(
-                        concat!(stringify!($name), "\0").as_bytes(),
-                    )
-                },
-            );
+            static S: NextSym = NextSym::new(sym_name!($name));
             let f: unsafe extern "C" fn(libc::clockid_t, *mut libc::timespec) -> c_int =
                 // SAFETY: libc's function of this name and signature.
                 unsafe { std::mem::transmute(S.get()) };

@@ -24,6 +24,17 @@ use uzswap_pager::hooks::{self, ExecGuard, Pinned};
 use uzswap_pager::sys::{self, NextSym, SigBlock};
 use uzswap_pager::{signals, warm_thread};
 
+/// The C string of a libc symbol's name, from the wrapper's identifier (checked when compiled:
+/// the wrappers' `NextSym`s are made from it).
+macro_rules! sym_name {
+    ($name:ident) => {
+        match ::std::ffi::CStr::from_bytes_with_nul(concat!(stringify!($name), "\0").as_bytes()) {
+            Ok(c) => c,
+            Err(_) => panic!("a symbol name holds no NUL"),
+        }
+    };
+}
+
 extern "C" {
     fn __libc_malloc(n: usize) -> *mut c_void;
     fn __libc_calloc(n: usize, m: usize) -> *mut c_void;
@@ -1062,14 +1073,7 @@ macro_rules! mask_wrap {
             set: *const libc::sigset_t,
             old: *mut libc::sigset_t,
         ) -> c_int {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe {
-                    std::ffi::CStr::from_bytes_with_nul_unchecked(
-                        concat!(stringify!($name), "\0").as_bytes(),
-                    )
-                },
-            );
+            static S: NextSym = NextSym::new(sym_name!($name));
             // SAFETY: libc's function of this name, with SIGBUS stripped from the set.
             unsafe {
                 set_mask(
@@ -1137,9 +1141,7 @@ macro_rules! io_wrap {
         /// As the libc function of the same name.
         #[no_mangle]
         pub unsafe extern "C" fn $name($($a: $t),*) -> $r {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) });
+            static S: NextSym = NextSym::new(sym_name!($name));
             let mut $pins = Pinned::none();
             #[allow(unused_unsafe)]
             // SAFETY: the caller's buffers, as the libc function takes them.
@@ -1258,22 +1260,8 @@ macro_rules! lock_wrap {
         /// As the libc function of the same name.
         #[no_mangle]
         pub unsafe extern "C" fn $name(l: $t) -> c_int {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe {
-                    std::ffi::CStr::from_bytes_with_nul_unchecked(
-                        concat!(stringify!($name), "\0").as_bytes(),
-                    )
-                },
-            );
-            static T: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe {
-                    std::ffi::CStr::from_bytes_with_nul_unchecked(
-                        concat!(stringify!($try), "\0").as_bytes(),
-                    )
-                },
-            );
+            static S: NextSym = NextSym::new(sym_name!($name));
+            static T: NextSym = NextSym::new(sym_name!($try));
             type Lock = unsafe extern "C" fn($t) -> c_int;
             // SAFETY: the libc function of this name and signature.
             let f = unsafe { std::mem::transmute::<*mut c_void, Lock>(S.get()) };
@@ -1513,9 +1501,7 @@ macro_rules! rw_wrap {
         /// As the libc function of the same name.
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int, b: $ptr, n: usize $(, $off: i64)?) -> isize {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) });
+            static S: NextSym = NextSym::new(sym_name!($name));
             let f: unsafe extern "C" fn(c_int, $ptr, usize $(, rw_wrap!(@t $off))?) -> isize =
                 // SAFETY: libc's function of this name and signature.
                 unsafe { std::mem::transmute(S.get()) };
@@ -1557,14 +1543,7 @@ macro_rules! stdio_wrap {
             nmemb: usize,
             fp: *mut libc::FILE,
         ) -> usize {
-            static S: NextSym = NextSym::new(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe {
-                    std::ffi::CStr::from_bytes_with_nul_unchecked(
-                        concat!(stringify!($name), "\0").as_bytes(),
-                    )
-                },
-            );
+            static S: NextSym = NextSym::new(sym_name!($name));
             let f: unsafe extern "C" fn($ptr, usize, usize, *mut libc::FILE) -> usize =
                 // SAFETY: libc's function of this name and signature.
                 unsafe { std::mem::transmute(S.get()) };

@@ -238,8 +238,7 @@ macro_rules! freopen_wrap {
         #[no_mangle]
         pub unsafe extern "C" fn $name(path: *const c_char, mode: *const c_char, fp: *mut FILE) -> *mut FILE {
             let f = real!(
-                // SAFETY: a literal with one trailing NUL.
-                unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) };
+                sym_name!($name);
                 unsafe extern "C" fn(*const c_char, *const c_char, *mut FILE) -> *mut FILE
             );
             let mut pins = Pinned::none();
