@@ -99,22 +99,14 @@ pub fn init() -> Result<&'static Pager, String> {
     Ok(p)
 }
 
-/// Touches the thread-local state the fault path uses (compression contexts, counter
-/// stripes), so that the first fault of a thread does not have to set it up inside the
-/// signal handler.
+/// Sets up the thread-local state the fault path uses (compression contexts, counter
+/// stripes, the cache's buffers), so that the first fault of a thread does not have to set it
+/// up inside the signal handler. Stores nothing: until 2026-11-28 this was a store, a load
+/// and an invalidation of one page, which also made the index's first shard table (112 KiB)
+/// and a zspage in every process, most of which never evict (a shell's children).
 pub fn warm_thread() {
     let Some(p) = PAGER.get() else { return };
     let _g = sys::InPager::enter();
     let _no_fork = p.fork_excluded();
-    let page = [0x5au8; region::PAGE];
-    let mut out = [0u8; region::PAGE];
-    let slot = match p.swap().alloc_slot() {
-        Ok(s) => s,
-        Err(_) => return,
-    };
-    let _ = p.zswap.store(slot, &page, uzswap_zswap::CgroupId::ROOT);
-    p.warmups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let _ = p.zswap.load(slot, &mut out, true);
-    p.zswap.invalidate(slot);
-    let _ = p.swap().free_slot(slot);
+    p.zswap.prepare_thread();
 }

@@ -319,8 +319,6 @@ pub struct Pager {
     scanner: crate::scan::Scanner,
     /// Counters handed to the tree already (exit paths run once).
     pub retired: std::sync::atomic::AtomicBool,
-    /// Threads warmed up (each did one store and one load, taken out of the counters).
-    pub warmups: AtomicU64,
     /// This process's resident count when its last sweep found nothing to evict (-1: none).
     starved_at: AtomicI64,
     /// This process's reclaim thread runs (a staged batch needs it to be stored).
@@ -421,7 +419,6 @@ impl Pager {
             pid: AtomicI32::new(sys::getpid()),
             scanner,
             retired: std::sync::atomic::AtomicBool::new(false),
-            warmups: AtomicU64::new(0),
             starved_at: AtomicI64::new(-1),
             reclaimer_up: AtomicBool::new(false),
             staged: AtomicBool::new(false),
@@ -2395,9 +2392,6 @@ impl Pager {
         if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&c) {
             for (k, v) in m {
                 if let Some(mut n) = v.as_u64() {
-                    if k == "zswpin" || k == "zswpout" {
-                        n = n.saturating_sub(self.warmups.load(Relaxed));
-                    }
                     if k == "zswpin" {
                         n = n.saturating_sub(self.verify_loads[0].load(Relaxed));
                     }

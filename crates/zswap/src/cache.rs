@@ -343,6 +343,16 @@ impl Zswap {
         self.inner.swap_out(slot, page, cg, Some(node))
     }
 
+    /// Sets up the calling thread's own state for stores and loads (its counter stripe, its
+    /// snapshot of the pools, the store's compression buffer, the current compressor's
+    /// contexts) without storing anything, so that its first store or load allocates none of
+    /// it: for embedders whose stores and loads run where allocating is best avoided, like
+    /// `uzswap run`'s fault handler. Shared structures (index tables, zspages) are still made
+    /// by the first store that needs them. Counts nothing.
+    pub fn prepare_thread(&self) {
+        self.inner.prepare_thread();
+    }
+
     /// Every counter, with the pool size and per-cgroup figures.
     pub fn counters(&self) -> Counters {
         let i = &self.inner;

@@ -363,3 +363,37 @@ fn two_swap_areas() {
         "exclusive loads discard the blocks"
     );
 }
+
+#[test]
+fn prepare_thread_stores_nothing_and_later_operations_work() {
+    for alg in [
+        Algorithm::Lz4,
+        Algorithm::Lzo,
+        Algorithm::Deflate { level: 6 },
+    ] {
+        let (z, _swap) = cache(
+            Params {
+                compressor: alg,
+                ..small_params(256)
+            },
+            64,
+        );
+        let before = z.counters();
+        // Twice, and from another thread too: it only sets up per-thread state.
+        z.prepare_thread();
+        z.prepare_thread();
+        std::thread::scope(|s| {
+            s.spawn(|| z.prepare_thread());
+        });
+        assert_eq!(z.counters(), before, "{alg:?}");
+        assert_eq!(z.slot_state(slot(0)), Some(SlotState::Empty));
+        let page: Vec<u8> = (0..PAGE_SIZE).map(|i| (i % 251) as u8 / 16).collect();
+        assert!(matches!(
+            z.store(slot(0), &page, CgroupId::ROOT),
+            StoreOutcome::Stored
+        ));
+        let mut buf = vec![0u8; PAGE_SIZE];
+        assert_eq!(z.load(slot(0), &mut buf, false).unwrap(), LoadOutcome::Hit);
+        assert_eq!(buf, page);
+    }
+}
