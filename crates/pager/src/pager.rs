@@ -143,8 +143,8 @@ impl Config {
             uzswap_zswap::mem_total_bytes().unwrap_or(1 << 30)
         };
         let mut params = Params {
-            // Every process of the tree has a cache, and most pools stay small (each thread's
-            // warm-up store opens one): 4 KiB pages until a pool grows, not 2 MiB at once.
+            // Every process of the tree has a cache, and most pools stay empty or small: 4 KiB
+            // pages until a pool grows, not 2 MiB at once.
             huge_first_chunk: false,
             ..Params::for_machine(total, 1)
         };
