@@ -299,6 +299,8 @@ pub struct Pager {
     /// its own: the file is shared with the parent, its slot map is not).
     areas: Box<[std::sync::OnceLock<Arc<SwapFile>>]>,
     cur_area: AtomicU32,
+    /// Areas attached to the cache, one bit each (area 0 at its first store).
+    attached: AtomicU32,
     pub seg: &'static Segment,
     pub cfg: Config,
     reclaim: Mutex<Reclaim>,
@@ -382,10 +384,9 @@ impl Pager {
             // process tree").
             zswap.set_pool_cache_pages(POOL_CACHE_PAGES);
         }
+        // Attached to the cache at the first store (`store_page`): the cache's index of a
+        // 4 Mi-slot area is 128 KiB, and most processes of a tree never store a page.
         let swap = Arc::new(Self::swap_file(&cfg, 0)?);
-        zswap
-            .add_swap_file(swap.clone())
-            .map_err(|e| format!("cache: {e}"))?;
         Ok(Pager {
             uffd: AtomicPtr::new(Box::into_raw(Box::new(uffd))),
             regions: FutexRwLock::new(BTreeMap::new()),
@@ -399,6 +400,7 @@ impl Pager {
                 a
             },
             cur_area: AtomicU32::new(0),
+            attached: AtomicU32::new(0),
             seg,
             cfg,
             reclaim: Mutex::new(Reclaim {
@@ -2310,6 +2312,10 @@ impl Pager {
 
     /// Stores one page under a new slot of this process's swap area (pool, or the file).
     fn store_page(&self, page: &[u8]) -> Option<SwapSlot> {
+        let area = self.cur_area.load(Relaxed);
+        if self.attached.load(Acquire) & (1 << area) == 0 {
+            self.attach_area(area).ok()?;
+        }
         let swap = self.swap();
         let slot = swap.alloc_slot().ok()?;
         match self.zswap.swap_out(slot, page, CgroupId::ROOT) {
@@ -2318,6 +2324,21 @@ impl Pager {
                 let _ = swap.free_slot(slot);
                 None
             }
+        }
+    }
+
+    /// Attaches swap area `area` to the cache (once; a racing thread's attach finds it there).
+    #[cold]
+    fn attach_area(&self, area: u32) -> Result<(), String> {
+        let file = self.areas[area as usize]
+            .get()
+            .ok_or_else(|| format!("swap area {area} has no file"))?;
+        match self.zswap.add_swap_file(file.clone()) {
+            Ok(()) | Err(uzswap_zswap::Error::AreaExists(_)) => {
+                self.attached.fetch_or(1 << area, Release);
+                Ok(())
+            }
+            Err(e) => Err(format!("cache: {e}")),
         }
     }
 
@@ -2657,10 +2678,8 @@ impl Pager {
             return Err(format!("more than {} nested forks", MAX_AREAS - 1));
         }
         let file = Arc::new(Self::swap_file(&self.cfg, new)?);
-        self.zswap
-            .add_swap_file(file.clone())
-            .map_err(|e| format!("cache: {e}"))?;
         let _ = self.areas[new as usize].set(file);
+        self.attach_area(new)?;
         self.cur_area.store(new, Relaxed);
         let mut buf = [0u8; PAGE];
         for r in map.values() {
