@@ -299,8 +299,6 @@ pub struct Pager {
     /// its own: the file is shared with the parent, its slot map is not).
     areas: Box<[std::sync::OnceLock<Arc<SwapFile>>]>,
     cur_area: AtomicU32,
-    /// Areas attached to the cache, one bit each (area 0 at its first store).
-    attached: AtomicU32,
     pub seg: &'static Segment,
     pub cfg: Config,
     reclaim: Mutex<Reclaim>,
@@ -400,7 +398,6 @@ impl Pager {
                 a
             },
             cur_area: AtomicU32::new(0),
-            attached: AtomicU32::new(0),
             seg,
             cfg,
             reclaim: Mutex::new(Reclaim {
@@ -2313,7 +2310,7 @@ impl Pager {
     /// Stores one page under a new slot of this process's swap area (pool, or the file).
     fn store_page(&self, page: &[u8]) -> Option<SwapSlot> {
         let area = self.cur_area.load(Relaxed);
-        if self.attached.load(Acquire) & (1 << area) == 0 {
+        if !self.zswap.has_area(area) {
             self.attach_area(area).ok()?;
         }
         let swap = self.swap();
@@ -2334,10 +2331,7 @@ impl Pager {
             .get()
             .ok_or_else(|| format!("swap area {area} has no file"))?;
         match self.zswap.add_swap_file(file.clone()) {
-            Ok(()) | Err(uzswap_zswap::Error::AreaExists(_)) => {
-                self.attached.fetch_or(1 << area, Release);
-                Ok(())
-            }
+            Ok(()) | Err(uzswap_zswap::Error::AreaExists(_)) => Ok(()),
             Err(e) => Err(format!("cache: {e}")),
         }
     }

@@ -257,6 +257,11 @@ impl Zswap {
             .map_err(|_| Error::AreaExists(a))
     }
 
+    /// Whether swap area `area` is attached (one atomic load; no reference taken).
+    pub fn has_area(&self, area: u32) -> bool {
+        self.inner.area(area).is_some()
+    }
+
     /// The backing store of an area.
     pub fn backing_store(&self, area: u32) -> Option<Arc<dyn BackingStore>> {
         self.inner.area(area).map(|a| a.store.clone())

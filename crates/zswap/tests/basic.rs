@@ -397,3 +397,21 @@ fn prepare_thread_stores_nothing_and_later_operations_work() {
         assert_eq!(buf, page);
     }
 }
+
+#[test]
+fn has_area_says_which_areas_are_attached() {
+    let z = uzswap_zswap::Zswap::new(small_params(64)).unwrap();
+    assert!(!z.has_area(0));
+    let swap = std::sync::Arc::new(
+        uzswap_zswap::SwapFile::create_temp(&std::env::temp_dir(), 0, 16).unwrap(),
+    );
+    z.add_swap_file(swap.clone()).unwrap();
+    assert!(z.has_area(0));
+    assert!(!z.has_area(1));
+    assert!(!z.has_area(u32::MAX));
+    // A second attach of the same area is refused; the pager's attach treats that as done.
+    assert!(matches!(
+        z.add_swap_file(swap),
+        Err(uzswap_zswap::Error::AreaExists(0))
+    ));
+}
