@@ -1863,6 +1863,56 @@ int main(void) {
     assert!(r["pager"]["evictions"].as_u64().unwrap() > 10000, "{r}");
 }
 
+/// The pager leaves the process's transparent huge pages as they were: mimalloc's switch
+/// `allow_thp`, off, made it call `prctl(PR_SET_THP_DISABLE)`, which took huge pages from the
+/// cache's pool (and from the program and everything it execs). Managed memory keeps base pages
+/// (`MADV_NOHUGEPAGE` on each range), since a huge page there would bypass the fault path.
+#[test]
+fn the_program_keeps_its_huge_page_setting_and_managed_memory_its_base_pages() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile(
+        "thp",
+        r#"#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+int main(void) {
+    size_t n = 16u << 20;
+    unsigned char *p = malloc(n);
+    memset(p, 1, n);
+    FILE *f = fopen("/proc/self/smaps", "r");
+    char line[512];
+    int in = 0;
+    long huge = -1;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        long kb;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2) in = (unsigned long)p >= a && (unsigned long)p < b;
+        else if (in && sscanf(line, "AnonHugePages: %ld", &kb) == 1) huge = kb;
+    }
+    long s = 0;
+    for (size_t i = 0; i < n; i += 4096) s += p[i];
+    printf("THP disabled for this process: %d; sum %ld\n", prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0), s);
+    fprintf(stderr, "huge kB under the block: %ld\n", huge);
+    return 0;
+}
+"#,
+        &[],
+    );
+    let exe = exe.to_str().unwrap();
+    same_output("64M", &[exe]);
+    let rep = workdir().join("thp.json");
+    let out = run_under("64M", &rep, &[exe]);
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("huge kB under the block: 0"),
+        "the managed heap got huge pages: {err}"
+    );
+}
+
 /// A program that does almost nothing costs almost nothing: the pager neither fills mimalloc's
 /// arena metadata through its fault path (the arena is registered after mimalloc sets it up)
 /// nor makes the cache fault in pool chunks ahead of a pool that never grows. `/bin/true` took

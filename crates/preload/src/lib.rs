@@ -433,7 +433,12 @@ fn setup_heap() {
     // SAFETY: mimalloc takes the range as an arena it owns from now on (committed, zeroed).
     unsafe {
         mi_option_set(17, 1); // mi_option_disallow_os_alloc: heap memory only from the arena
-        mi_option_set(43, 0); // mi_option_allow_thp: THP bypasses missing-mode faults
+        // mi_option_allow_thp stays on. Off, mimalloc calls `prctl(PR_SET_THP_DISABLE)`: no
+        // huge page anywhere in the process or in what it execs, so the cache's pool lost its
+        // 2 MiB chunks (every chunk faulted in 4 KiB at a time, every object read through
+        // 4 KiB TLB entries) and the program's unmanaged memory its usual THP. Managed memory
+        // needs no such switch: the arena is NOHUGEPAGE (above), so is every range the pager
+        // manages, and the program's own MADV_HUGEPAGE on them is refused (`hooks.rs`).
 
         // mi_option_arena_max_object_size (KiB, 2 GiB by default): above it mimalloc takes a
         // block from the OS, which disallow_os_alloc forbids, so `malloc(2 GiB)` was NULL.
