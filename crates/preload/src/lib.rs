@@ -433,6 +433,7 @@ fn setup_heap() {
     // SAFETY: mimalloc takes the range as an arena it owns from now on (committed, zeroed).
     unsafe {
         mi_option_set(17, 1); // mi_option_disallow_os_alloc: heap memory only from the arena
+
         // mi_option_allow_thp stays on. Off, mimalloc calls `prctl(PR_SET_THP_DISABLE)`: no
         // huge page anywhere in the process or in what it execs, so the cache's pool lost its
         // 2 MiB chunks (every chunk faulted in 4 KiB at a time, every object read through
