@@ -1863,6 +1863,112 @@ int main(void) {
     assert!(r["pager"]["evictions"].as_u64().unwrap() > 10000, "{r}");
 }
 
+/// Unwinding that crosses the preload library's frames: `pthread_exit` and cancellation (glibc's
+/// forced unwind, through the `pthread_create` wrapper's frame), and C++ exceptions thrown in
+/// threads over a paged heap (the exception objects are heap memory). The library carries its
+/// own copy of GCC's unwinder, internal to it (crates/preload/build.rs): a program's unwinding
+/// must keep working as without uzswap.
+#[test]
+fn pthread_exit_cancellation_and_cpp_exceptions_unwind_through_the_wrappers() {
+    if !uffd_ok() {
+        return;
+    }
+    let pt = compile(
+        "unwind_pthread",
+        r#"#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static void cleanup(void *a) { ((int *)a)[0] = 7; }
+static int flags[8];
+static void *exiter(void *arg) {
+    long k = (long)arg;
+    char *buf = malloc(1 << 20);
+    memset(buf, (int)k, 1 << 20);
+    pthread_cleanup_push(cleanup, &flags[k]);
+    if (k % 2) pthread_exit((void *)(k * 10 + buf[k]));
+    pthread_cleanup_pop(0);
+    return (void *)(k * 10 + 1);
+}
+static void *sleeper(void *arg) {
+    pthread_cleanup_push(cleanup, arg);
+    for (;;) sleep(1);
+    pthread_cleanup_pop(0);
+    return 0;
+}
+int main(void) {
+    pthread_t t[8];
+    for (long k = 0; k < 8; k++) pthread_create(&t[k], 0, exiter, (void *)k);
+    long sum = 0;
+    for (int k = 0; k < 8; k++) { void *r; pthread_join(t[k], &r); sum += (long)r; }
+    int cf = 0;
+    pthread_t s;
+    pthread_create(&s, 0, sleeper, &cf);
+    usleep(20000);
+    pthread_cancel(s);
+    void *r;
+    pthread_join(s, &r);
+    printf("sum %ld cleanups %d %d %d %d cancelled %d flag %d\n", sum, flags[1], flags[3],
+           flags[5], flags[7], r == PTHREAD_CANCELED, cf);
+    return 0;
+}
+"#,
+        &[],
+    );
+    same_output("4M", &[pt.to_str().unwrap()]);
+
+    let Some(cxx) = find_tool(&["c++", "g++", "clang++"]) else {
+        println!("SKIPPED: no C++ compiler for the exception half");
+        return;
+    };
+    let d = workdir();
+    let src = d.join("unwind_cpp.cpp");
+    let exe = d.join("unwind_cpp");
+    std::fs::write(
+        &src,
+        r#"#include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+static std::vector<char> big(24u << 20);
+static long depth(int n, long acc) {
+    std::vector<char> v(4096, (char)n);
+    if (n == 0) throw std::runtime_error("bottom " + std::to_string(acc));
+    return depth(n - 1, acc + v[0]);
+}
+int main() {
+    std::vector<std::thread> ts;
+    std::vector<long> out(4);
+    for (int t = 0; t < 4; t++)
+        ts.emplace_back([t, &out] {
+            long c = 0;
+            for (int i = 0; i < 1000; i++) {
+                for (size_t p = (size_t)i * 12288 % big.size(); p < big.size(); p += 1 << 20) big[p]++;
+                try { depth(20 + t, i); } catch (const std::exception &e) { c += std::string(e.what()).size(); }
+            }
+            out[t] = c;
+        });
+    for (auto &t : ts) t.join();
+    long total = 0;
+    for (long c : out) total += c;
+    std::printf("total %ld\n", total);
+}
+"#,
+    )
+    .unwrap();
+    let st = Command::new(&cxx)
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .expect("running the C++ compiler");
+    assert!(st.success(), "{cxx} unwind_cpp");
+    let r = same_output("8M", &[exe.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 0, "{r}");
+}
+
 /// The pager leaves the process's transparent huge pages as they were: mimalloc's switch
 /// `allow_thp`, off, made it call `prctl(PR_SET_THP_DISABLE)`, which took huge pages from the
 /// cache's pool (and from the program and everything it execs). Managed memory keeps base pages
