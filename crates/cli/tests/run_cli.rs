@@ -68,18 +68,23 @@ fn workdir() -> PathBuf {
 }
 
 fn compile(name: &str, src: &str, flags: &[&str]) -> PathBuf {
+    compile_with("cc", name, "c", src, flags)
+}
+
+/// `compile` with another compiler (`c++`) and source extension.
+fn compile_with(compiler: &str, name: &str, ext: &str, src: &str, flags: &[&str]) -> PathBuf {
     let d = workdir();
-    let c = d.join(format!("{name}.c"));
+    let c = d.join(format!("{name}.{ext}"));
     let exe = d.join(name);
     std::fs::write(&c, src).unwrap();
-    let st = Command::new("cc")
+    let st = Command::new(compiler)
         .args(["-O2", "-pthread", "-o"])
         .arg(&exe)
         .arg(&c)
         .args(flags)
         .status()
-        .expect("running cc");
-    assert!(st.success(), "cc {name}");
+        .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
+    assert!(st.success(), "{compiler} {name}");
     exe
 }
 
@@ -1922,11 +1927,10 @@ int main(void) {
         println!("SKIPPED: no C++ compiler for the exception half");
         return;
     };
-    let d = workdir();
-    let src = d.join("unwind_cpp.cpp");
-    let exe = d.join("unwind_cpp");
-    std::fs::write(
-        &src,
+    let exe = compile_with(
+        &cxx,
+        "unwind_cpp",
+        "cpp",
         r#"#include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -1956,15 +1960,8 @@ int main() {
     std::printf("total %ld\n", total);
 }
 "#,
-    )
-    .unwrap();
-    let st = Command::new(&cxx)
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .status()
-        .expect("running the C++ compiler");
-    assert!(st.success(), "{cxx} unwind_cpp");
+        &[],
+    );
     let r = same_output("8M", &[exe.to_str().unwrap()]);
     assert!(r["pager"]["evictions"].as_u64().unwrap() > 0, "{r}");
 }
