@@ -1858,7 +1858,7 @@ impl Pager {
         // allocate theirs (`UFFDIO_COPY`) on its own CPU from memory this one last touched; and
         // this thread's `MADV_DONTNEED` flushed the TLB of the program's CPU once a batch.
         // memwalk with one thread under 32M: `UFFDIO_COPY` p50 1.07-1.38 µs against 1.62-1.77
-        // when emptied here (0.73 with `--background-reclaim off`), 0.9x the run time
+        // when emptied here (0.73 with `--background-reclaim off`), 0.95x the run time
         // (docs/pager.md, "Background reclaim"). The price: up to one batch of pages
         // resident past its storing.
         self.staging_dirty.store(st.pages, Relaxed);
