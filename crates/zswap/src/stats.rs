@@ -30,9 +30,34 @@ use crate::sync::{AtomicBool, AtomicU64};
 pub(crate) fn nr_stripes() -> usize {
     static N: OnceLock<usize> = OnceLock::new();
     *N.get_or_init(|| {
-        let cpus = std::thread::available_parallelism().map_or(4, |n| n.get());
-        (cpus * 4).next_power_of_two().clamp(8, MAX_STRIPES)
+        (cpus_allowed() * 4)
+            .next_power_of_two()
+            .clamp(8, MAX_STRIPES)
     })
+}
+
+/// CPUs this process may run on (its affinity mask): how many of its threads can update
+/// counters at once. Not `std::thread::available_parallelism`, which also reads the cgroup's
+/// CPU quota: five more files opened in every process a `uzswap run` tree starts, and a quota
+/// limits CPU time, not how many CPUs threads run on at once.
+#[cfg(not(loom))]
+fn cpus_allowed() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: an all-zero `cpu_set_t` is a valid empty set; `sched_getaffinity` writes at
+        // most its size, and `CPU_COUNT` only reads it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0 {
+                let n = libc::CPU_COUNT(&set);
+                if n > 0 {
+                    return n as usize;
+                }
+            }
+        }
+    }
+    // More CPUs than a `cpu_set_t` holds, or another system.
+    std::thread::available_parallelism().map_or(4, |n| n.get())
 }
 
 /// Two stripes in the loom models: the shared one and one to own.
@@ -455,6 +480,29 @@ impl Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The stripe count follows the CPUs a thread may run on: one allowed CPU is one.
+    #[test]
+    #[cfg(target_os = "linux")]
+    #[cfg_attr(miri, ignore = "sched_setaffinity is not supported under Miri")]
+    fn cpus_allowed_is_the_affinity_mask() {
+        assert!(cpus_allowed() >= 1);
+        let one = std::thread::spawn(|| {
+            // SAFETY: a zeroed set with CPU 0 added, for this thread only.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut set);
+                assert_eq!(
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                    0
+                );
+            }
+            cpus_allowed()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(one, 1);
+    }
 
     /// More threads than stripes, in waves, so stripes are owned, shared, given back and
     /// claimed again: no update is lost and gauges balance.
