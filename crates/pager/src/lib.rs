@@ -108,5 +108,9 @@ pub fn warm_thread() {
     let Some(p) = PAGER.get() else { return };
     let _g = sys::InPager::enter();
     let _no_fork = p.fork_excluded();
-    p.zswap.prepare_thread();
+    match p.cache_made() {
+        Some(z) => z.prepare_thread(),
+        // The cache is made by the process's first store: set up what does not need it.
+        None => uzswap_zswap::Zswap::prepare_thread_for(p.cache_compressor()),
+    }
 }

@@ -294,7 +294,13 @@ pub struct Pager {
     /// Lowest start and highest end of any region ever managed: a quick "not ours" test.
     span_lo: AtomicUsize,
     span_hi: AtomicUsize,
-    pub zswap: Zswap,
+    /// The cache, made by the process's first store (`cache`): most processes of a tree never
+    /// store a page, and a cache costs a process about 0.1 ms and 140 KiB to make (its pool's
+    /// size classes, the pool's address space). `None` inside: it could not be made (said
+    /// once on stderr; the process then keeps its pages resident).
+    zswap: std::sync::OnceLock<Option<Zswap>>,
+    /// What `cache` makes it with (validated at start).
+    cache_params: Params,
     /// Swap areas by number; `cur_area` is the one this process writes (a fork child gets
     /// its own: the file is shared with the parent, its slot map is not).
     areas: Box<[std::sync::OnceLock<Arc<SwapFile>>]>,
@@ -375,17 +381,7 @@ impl Pager {
         let zero_src = sys::map_anon(ZERO_SRC_PAGES * PAGE).map_err(|e| format!("mmap: {e}"))?;
         let mut params = cfg.params.clone();
         params.numa_nodes = 1;
-        // Most processes of a tree never fill their pool: their shrink worker's thread starts
-        // only once a store queues work for it (the reclaim thread starts it).
-        let zswap = Zswap::with_shrink_worker_on_demand(params, wake_reclaim_thread)
-            .map_err(|e| format!("cache: {e}"))?;
-        if cfg.covers_pool {
-            // The pool's pages count against SIZE, but the freed zspage memory it keeps for
-            // reuse (by default up to the pool limit, a fifth of SIZE, for a second) would not:
-            // bound it to one huge page, a fixed overhead (docs/pager.md "The budget across the
-            // process tree").
-            zswap.set_pool_cache_pages(POOL_CACHE_PAGES);
-        }
+        params.validate().map_err(|e| format!("cache: {e}"))?;
         // Attached to the cache at the first store (`store_page`): the cache's index of a
         // 4 Mi-slot area is 128 KiB, and most processes of a tree never store a page.
         let swap = Arc::new(Self::swap_file(&cfg, 0)?);
@@ -394,7 +390,8 @@ impl Pager {
             regions: FutexRwLock::new(BTreeMap::new()),
             span_lo: AtomicUsize::new(usize::MAX),
             span_hi: AtomicUsize::new(0),
-            zswap,
+            zswap: std::sync::OnceLock::new(),
+            cache_params: params,
             areas: {
                 let a: Box<[std::sync::OnceLock<Arc<SwapFile>>]> =
                     (0..MAX_AREAS).map(|_| std::sync::OnceLock::new()).collect();
@@ -848,8 +845,58 @@ impl Pager {
 
     fn forget_slot(&self, (area, off): (u32, u64)) {
         let slot = SwapSlot { area, offset: off };
-        self.zswap.invalidate(slot);
+        if let Some(z) = self.cache_made() {
+            z.invalidate(slot);
+        }
         self.free_slot(slot);
+    }
+
+    /// The cache, made now if this is the process's first need of it (a store). The thread that
+    /// makes it may be in the fault handler: making it allocates with glibc's malloc, which the
+    /// handler never interrupts (it runs only on managed memory, which glibc never touches),
+    /// and starts no thread (the shrink worker's starts on demand).
+    pub fn cache(&self) -> Option<&Zswap> {
+        self.zswap
+            .get_or_init(|| {
+                // Most processes of a tree never fill their pool: their shrink worker's
+                // thread starts only once a store queues work for it (the reclaim thread
+                // starts it).
+                match Zswap::with_shrink_worker_on_demand(
+                    self.cache_params.clone(),
+                    wake_reclaim_thread,
+                ) {
+                    Ok(z) => {
+                        if self.cfg.covers_pool {
+                            // The pool's pages count against SIZE, but the freed zspage memory
+                            // it keeps for reuse (by default up to the pool limit, a fifth of
+                            // SIZE, for a second) would not: bound it to one huge page, a fixed
+                            // overhead (docs/pager.md "The budget across the process tree").
+                            z.set_pool_cache_pages(POOL_CACHE_PAGES);
+                        }
+                        Some(z)
+                    }
+                    Err(e) => {
+                        sys::raw_stderr(
+                            format!("uzswap: cannot make the cache ({e}): nothing is paged out\n")
+                                .as_bytes(),
+                        );
+                        None
+                    }
+                }
+            })
+            .as_ref()
+    }
+
+    /// The cache if the process has made it (a page was stored): every slot of the process
+    /// names it, so paths that start from a slot find it made.
+    pub fn cache_made(&self) -> Option<&Zswap> {
+        self.zswap.get().and_then(Option::as_ref)
+    }
+
+    /// The compressor the cache uses, or will use once made.
+    pub fn cache_compressor(&self) -> uzswap_zswap::Algorithm {
+        self.cache_made()
+            .map_or(self.cache_params.compressor, |z| z.params().compressor)
     }
 
     // ------------------------------------------------------------------ the fault path
@@ -1116,7 +1163,11 @@ impl Pager {
         // mapped write-protected, so write tracking sees its first write. A later eviction
         // that finds the same content reuses the copy instead of compressing again.
         let keep = !write && self.cfg.keep_clean && self.scanner.enabled();
-        let outcome = self.zswap.load(slot, &mut buf, !keep);
+        // Evicted pages were stored, so the cache exists.
+        let outcome = match self.cache_made() {
+            Some(z) => z.load(slot, &mut buf, !keep),
+            None => Err(uzswap_zswap::Error::NoSwapArea(slot.area)),
+        };
         match outcome {
             Ok(LoadOutcome::Hit) => {
                 self.seg.faults_from_pool.fetch_add(1, Relaxed);
@@ -1178,7 +1229,9 @@ impl Pager {
                 Release,
             );
         } else {
-            self.zswap.invalidate(slot);
+            if let Some(z) = self.cache_made() {
+                z.invalidate(slot);
+            }
             self.free_slot(slot);
             r.state(i)
                 .store(RESIDENT | SWPIN | REF | act | pin_bits, Release);
@@ -1229,8 +1282,11 @@ impl Pager {
             let at = buf.len();
             buf.resize(at + PAGE, 0);
             // Non-exclusive: if the copy-in fails the page stays evicted, its content intact.
-            match self.zswap.load(slot, &mut buf[at..at + PAGE], false) {
-                Ok(LoadOutcome::Hit) | Ok(LoadOutcome::FromSwapFile) => {}
+            let loaded = self
+                .cache_made()
+                .map(|z| z.load(slot, &mut buf[at..at + PAGE], false));
+            match loaded {
+                Some(Ok(LoadOutcome::Hit)) | Some(Ok(LoadOutcome::FromSwapFile)) => {}
                 _ => {
                     w.store(s, Release);
                     buf.truncate(at);
@@ -1510,7 +1566,7 @@ impl Pager {
     fn publish_pool(&self) {
         let p = {
             let _no_fork = self.fork_excluded();
-            self.zswap.pool_total_pages() as i64
+            self.cache_made().map_or(0, |z| z.pool_total_pages() as i64)
         };
         let old = self.pool_published.swap(p, Relaxed);
         if p != old {
@@ -1616,7 +1672,10 @@ impl Pager {
     /// it; until then this thread does its idle job (returning expired cached pool memory).
     fn service_shrink_worker(&self) {
         let _map = self.regions.read_recursive();
-        if let Err(e) = self.zswap.service_shrink_worker() {
+        let Some(z) = self.cache_made() else {
+            return;
+        };
+        if let Err(e) = z.service_shrink_worker() {
             static SAID: AtomicBool = AtomicBool::new(false);
             if !SAID.swap(true, Relaxed) {
                 sys::raw_stderr(format!("uzswap: the cache's shrink worker: {e}\n").as_bytes());
@@ -1674,9 +1733,10 @@ impl Pager {
             return 0;
         }
         let resident = self.resident.load(Relaxed).max(1) as u64;
-        let r = self
-            .zswap
-            .shrink_slab_share(CgroupId::ROOT, 0, since, resident);
+        let Some(z) = self.cache_made() else {
+            return 0;
+        };
+        let r = z.shrink_slab_share(CgroupId::ROOT, 0, since, resident);
         if r.scanned > 0 {
             // Less than a batch is deferred: `since` keeps growing until it is worth one.
             self.shrunk_at.store(evicted, Relaxed);
@@ -2333,12 +2393,13 @@ impl Pager {
     /// Stores one page under a new slot of this process's swap area (pool, or the file).
     fn store_page(&self, page: &[u8]) -> Option<SwapSlot> {
         let area = self.cur_area.load(Relaxed);
-        if !self.zswap.has_area(area) {
-            self.attach_area(area).ok()?;
+        let z = self.cache()?;
+        if !z.has_area(area) {
+            self.attach_area(z, area).ok()?;
         }
         let swap = self.swap();
         let slot = swap.alloc_slot().ok()?;
-        match self.zswap.swap_out(slot, page, CgroupId::ROOT) {
+        match z.swap_out(slot, page, CgroupId::ROOT) {
             Ok(_) => Some(slot),
             Err(_) => {
                 let _ = swap.free_slot(slot);
@@ -2349,11 +2410,11 @@ impl Pager {
 
     /// Attaches swap area `area` to the cache (once; a racing thread's attach finds it there).
     #[cold]
-    fn attach_area(&self, area: u32) -> Result<(), String> {
+    fn attach_area(&self, z: &Zswap, area: u32) -> Result<(), String> {
         let file = self.areas[area as usize]
             .get()
             .ok_or_else(|| format!("swap area {area} has no file"))?;
-        match self.zswap.add_swap_file(file.clone()) {
+        match z.add_swap_file(file.clone()) {
             Ok(()) | Err(uzswap_zswap::Error::AreaExists(_)) => Ok(()),
             Err(e) => Err(format!("cache: {e}")),
         }
@@ -2365,11 +2426,15 @@ impl Pager {
     /// on its own (a write between the last scan and the move is caught here); write tracking
     /// only drops stale copies early.
     fn same_as_kept(&self, slot: SwapSlot, page: &[u8]) -> bool {
-        if let Some(uzswap_zswap::SlotState::Zero) = self.zswap.slot_state(slot) {
+        // A kept copy was stored, so the cache exists.
+        let Some(z) = self.cache_made() else {
+            return false;
+        };
+        if let Some(uzswap_zswap::SlotState::Zero) = z.slot_state(slot) {
             return page.iter().all(|&b| b == 0);
         }
         let mut buf = [0u8; PAGE];
-        let same = match self.zswap.load(slot, &mut buf, false) {
+        let same = match z.load(slot, &mut buf, false) {
             Ok(LoadOutcome::Hit) => {
                 self.verify_loads[0].fetch_add(1, Relaxed);
                 buf[..] == page[..]
@@ -2427,7 +2492,9 @@ impl Pager {
         let _g = InPager::enter();
         let c = {
             let _no_fork = self.fork_excluded();
-            self.zswap.counters()
+            // Without a cache every counter is 0, under the same names.
+            self.cache_made()
+                .map_or_else(uzswap_zswap::Counters::default, Zswap::counters)
         };
         if let Ok(serde_json::Value::Object(m)) = serde_json::to_value(&c) {
             for (k, v) in m {
@@ -2499,10 +2566,10 @@ impl Pager {
         // threads go on faulting meanwhile (paused first, a parent reached 39 MiB resident
         // under a 16M budget while it waited).
         crate::page_log!(0, ev::FORK_PREPARE, 0, 0);
-        self.zswap.hold_shrink_worker(true);
-        let _ = self
-            .zswap
-            .wait_shrink_idle(std::time::Duration::from_secs(10));
+        if let Some(z) = self.cache_made() {
+            z.hold_shrink_worker(true);
+            let _ = z.wait_shrink_idle(std::time::Duration::from_secs(10));
+        }
         self.pause();
         std::mem::forget(self.regions.write());
         // A child with evicted pages copies them to an area of its own at once; those written
@@ -2564,7 +2631,9 @@ impl Pager {
         // SAFETY: `lock_for_fork` took the write lock and forgot its guard; this is its one
         // matching release in this process.
         unsafe { self.regions.force_unlock_write() };
-        self.zswap.hold_shrink_worker(false);
+        if let Some(z) = self.cache_made() {
+            z.hold_shrink_worker(false);
+        }
     }
 
     /// fork, child: release what `lock_for_fork` took. The regions lock keeps its waiters in
@@ -2585,7 +2654,10 @@ impl Pager {
         // matching release in the child.
         unsafe { self.regions.force_unlock_write() };
         // SAFETY: the caller's guarantee: a fork child with one thread.
-        unsafe { self.zswap.after_fork_child() }.map_err(|e| format!("cache: {e}"))?;
+        if let Some(z) = self.cache_made() {
+            // SAFETY: the caller's guarantee: a fork child with one thread.
+            unsafe { z.after_fork_child() }.map_err(|e| format!("cache: {e}"))?;
+        }
         // The new worker stays held until `after_fork_child` has moved the pages to an area of
         // the child's own: until then the pool's entries are slots of the parent's file.
         Ok(())
@@ -2653,14 +2725,14 @@ impl Pager {
                 let w = r.state(i);
                 let s = w.load(Relaxed);
                 if region::kind(s) == RESIDENT {
-                    if s & KEPT != 0 {
+                    if let (true, Some(z)) = (s & KEPT != 0, self.cache_made()) {
                         let (area, offset) = region::slot_of(s);
                         let slot = SwapSlot { area, offset };
                         if !matches!(
-                            self.zswap.slot_state(slot),
+                            z.slot_state(slot),
                             Some(uzswap_zswap::SlotState::Empty) | None
                         ) {
-                            self.zswap.invalidate(slot);
+                            z.invalidate(slot);
                         }
                     }
                     w.store(region::flags_only(s) & !KEPT | INHERITED, Relaxed);
@@ -2675,7 +2747,9 @@ impl Pager {
         }
         self.inherited.store(inh, Relaxed);
         self.release_fork_parent();
-        self.zswap.hold_shrink_worker(false);
+        if let Some(z) = self.cache_made() {
+            z.hold_shrink_worker(false);
+        }
         self.seg.processes.fetch_add(1, Relaxed);
         self.proc_slot.store(usize::MAX, Relaxed);
         self.join_tree();
@@ -2698,7 +2772,12 @@ impl Pager {
         }
         let file = Arc::new(Self::swap_file(&self.cfg, new)?);
         let _ = self.areas[new as usize].set(file);
-        self.attach_area(new)?;
+        // Without a cache nothing was evicted; the first store makes it and attaches the area.
+        let Some(z) = self.cache_made() else {
+            self.cur_area.store(new, Relaxed);
+            return Ok(());
+        };
+        self.attach_area(z, new)?;
         self.cur_area.store(new, Relaxed);
         let mut buf = [0u8; PAGE];
         for r in map.values() {
@@ -2713,10 +2792,10 @@ impl Pager {
                 // In the pool (or a zero page): the child's own copy, dropped as it is read.
                 // On disk: the parent's block, read and left alone.
                 let in_memory = !matches!(
-                    self.zswap.slot_state(old),
+                    z.slot_state(old),
                     Some(uzswap_zswap::SlotState::Empty) | None
                 );
-                match self.zswap.load(old, &mut buf, in_memory) {
+                match z.load(old, &mut buf, in_memory) {
                     Ok(LoadOutcome::Hit) | Ok(LoadOutcome::FromSwapFile) => {}
                     _ => return Err(format!("page {:#x} could not be read", r.addr(i))),
                 }

@@ -358,6 +358,15 @@ impl Zswap {
         self.inner.prepare_thread();
     }
 
+    /// [`Zswap::prepare_thread`] before any cache exists, for a cache that will compress with
+    /// `alg`: the thread's counter stripe, its (empty) list of pool snapshots, the store's
+    /// buffer and `alg`'s contexts. Only the snapshot of the cache itself is left to its first
+    /// operation. For embedders that make the cache on first use, like `uzswap run`, whose
+    /// processes mostly never store a page.
+    pub fn prepare_thread_for(alg: uzswap_compress::Algorithm) {
+        crate::store::prepare_thread_for(alg);
+    }
+
     /// Every counter, with the pool size and per-cgroup figures.
     pub fn counters(&self) -> Counters {
         let i = &self.inner;

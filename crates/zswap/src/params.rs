@@ -194,7 +194,9 @@ impl Params {
 }
 
 impl Params {
-    pub(crate) fn validate(&self) -> Result<(), Error> {
+    /// Checks every value as [`Zswap::new`](crate::Zswap::new) does, without making a cache:
+    /// for embedders that make theirs later.
+    pub fn validate(&self) -> Result<(), Error> {
         let bad = |name, value: &dyn std::fmt::Display, expected| {
             Err(Error::InvalidParam {
                 name,

@@ -102,6 +102,16 @@ pub(crate) struct Snapshot {
 thread_local! {
     static SNAPSHOTS: RefCell<Vec<Snapshot>> = const { RefCell::new(Vec::new()) };
 }
+
+/// Sets up this thread's snapshot list (registering its destructor) before any cache exists,
+/// with room for a snapshot, so that a thread's first snapshot allocates nothing.
+pub(crate) fn touch_snapshots() {
+    SNAPSHOTS.with(|s| {
+        if let Ok(mut v) = s.try_borrow_mut() {
+            v.reserve(1);
+        }
+    });
+}
 /// Snapshots a thread keeps (one per cache instance it used recently).
 const SNAPSHOTS_PER_THREAD: usize = 4;
 

@@ -36,22 +36,30 @@ pub(crate) fn is_zero_page(p: &[u8]) -> bool {
 impl Inner {
     /// [`Zswap::prepare_thread`](crate::Zswap::prepare_thread).
     pub(crate) fn prepare_thread(&self) {
-        let _ = crate::stats::stripe_index();
         let alg = self.pools.with_snapshot(|s| s.current.alg);
-        with_buf(
-            &COMP_BUF,
-            uzswap_compress::MAX_COMPRESSED_LEN.max(PAGE_SIZE),
-            |buf| {
-                // A page that compresses, so that both directions run once.
-                let page = [0x5a_u8; PAGE_SIZE];
-                if let Ok(n) = uzswap_compress::compress(alg, &page, buf) {
-                    let mut out = [0u8; PAGE_SIZE];
-                    let _ = uzswap_compress::decompress(alg, &buf[..n], &mut out);
-                }
-            },
-        );
+        prepare_thread_for(alg);
     }
+}
 
+/// [`Zswap::prepare_thread_for`](crate::Zswap::prepare_thread_for).
+pub(crate) fn prepare_thread_for(alg: uzswap_compress::Algorithm) {
+    let _ = crate::stats::stripe_index();
+    crate::pool::touch_snapshots();
+    with_buf(
+        &COMP_BUF,
+        uzswap_compress::MAX_COMPRESSED_LEN.max(PAGE_SIZE),
+        |buf| {
+            // A page that compresses, so that both directions run once.
+            let page = [0x5a_u8; PAGE_SIZE];
+            if let Ok(n) = uzswap_compress::compress(alg, &page, buf) {
+                let mut out = [0u8; PAGE_SIZE];
+                let _ = uzswap_compress::decompress(alg, &buf[..n], &mut out);
+            }
+        },
+    );
+}
+
+impl Inner {
     /// `node`: the page's NUMA node, `None` for the calling CPU's.
     pub(crate) fn store(
         &self,
