@@ -854,7 +854,9 @@ impl Pager {
     /// The cache, made now if this is the process's first need of it (a store). The thread that
     /// makes it may be in the fault handler: making it allocates with glibc's malloc, which the
     /// handler never interrupts (it runs only on managed memory, which glibc never touches),
-    /// and starts no thread (the shrink worker's starts on demand).
+    /// and starts no thread (the shrink worker's starts on demand). Called with the regions
+    /// lock held for reading, so a fork (which holds it for writing) never meets the cache
+    /// half made.
     pub fn cache(&self) -> Option<&Zswap> {
         self.zswap
             .get_or_init(|| {
@@ -2566,12 +2568,27 @@ impl Pager {
         // threads go on faulting meanwhile (paused first, a parent reached 39 MiB resident
         // under a 16M budget while it waited).
         crate::page_log!(0, ev::FORK_PREPARE, 0, 0);
-        if let Some(z) = self.cache_made() {
-            z.hold_shrink_worker(true);
-            let _ = z.wait_shrink_idle(std::time::Duration::from_secs(10));
+        let mut held = false;
+        loop {
+            if !held {
+                if let Some(z) = self.cache_made() {
+                    z.hold_shrink_worker(true);
+                    let _ = z.wait_shrink_idle(std::time::Duration::from_secs(10));
+                    held = true;
+                }
+            }
+            self.pause();
+            let map = self.regions.write();
+            if !held && self.cache_made().is_some() {
+                // A first store made the cache since the test above (a store holds the regions
+                // lock for reading, so none can now): hold its worker too, outside the lock.
+                drop(map);
+                self.resume();
+                continue;
+            }
+            std::mem::forget(map);
+            break;
         }
-        self.pause();
-        std::mem::forget(self.regions.write());
         // A child with evicted pages copies them to an area of its own at once; those written
         // back are blocks of this process's file, which this process frees, reuses and
         // punches as it goes on. So when the file holds blocks, this process waits for the
