@@ -483,7 +483,7 @@ mod tests {
 
     /// The stripe count follows the CPUs a thread may run on: one allowed CPU is one.
     #[test]
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(loom)))]
     #[cfg_attr(miri, ignore = "sched_setaffinity is not supported under Miri")]
     fn cpus_allowed_is_the_affinity_mask() {
         assert!(cpus_allowed() >= 1);
