@@ -2789,13 +2789,15 @@ impl Pager {
         }
         let file = Arc::new(Self::swap_file(&self.cfg, new)?);
         let _ = self.areas[new as usize].set(file);
+        let cache = self.cache_made();
+        if let Some(z) = cache {
+            self.attach_area(z, new)?;
+        }
+        self.cur_area.store(new, Relaxed);
         // Without a cache nothing was evicted; the first store makes it and attaches the area.
-        let Some(z) = self.cache_made() else {
-            self.cur_area.store(new, Relaxed);
+        let Some(z) = cache else {
             return Ok(());
         };
-        self.attach_area(z, new)?;
-        self.cur_area.store(new, Relaxed);
         let mut buf = [0u8; PAGE];
         for r in map.values() {
             for i in 0..r.hwm.load(Relaxed).min(r.pages) {
