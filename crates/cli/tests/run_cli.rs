@@ -2238,6 +2238,50 @@ fn system_popen_and_the_execl_family_read_paged_out_strings() {
     assert_eq!(p["execs_unwrapped"].as_u64().unwrap(), 0, "{r}");
 }
 
+const PACKED_EXEC_STRINGS: &str = r#"
+#include <unistd.h>
+/* kernel-call prelude */
+/* An environment and an argument list packed the way a shell's allocator lays them out: 200
+   variables and 20 arguments one after the other, several to a page and crossing pages, with
+   their pointer arrays. 300 execs that fail (each pins the strings, then unpins them: a page
+   pinned once too often per exec would reach the 255-pin limit and hang the next exec), the
+   strings pushed out now and then, and a last exec that must see every string. */
+int main(void) {
+    hog = malloc(hogn);
+    char *block = malloc(16384), *at = block;
+    char **envp = malloc(201 * sizeof *envp), **args = malloc(24 * sizeof *args);
+    for (int i = 0; i < 200; i++) { envp[i] = at; at += sprintf(at, "V%03d=value-%03d-%s", i, i, "abcdefghijklmnopqrstuvwxyz") + 1; }
+    envp[200] = 0;
+    const char *line = "echo $V000 $V123 $V199 $# $1 $19";
+    args[0] = at; at += sprintf(at, "sh") + 1;
+    args[1] = at; at += sprintf(at, "-c") + 1;
+    args[2] = at; at += sprintf(at, "%s", line) + 1;
+    for (int i = 0; i < 20; i++) { args[3 + i] = at; at += sprintf(at, "arg-%02d", i) + 1; }
+    args[23] = 0;
+    int failed = 0;
+    for (int k = 0; k < 300; k++) {
+        if (k % 50 == 0) push_out();
+        if (execve("/nonexistent/uzswap-test", args, envp) == -1 && errno == ENOENT) failed++;
+    }
+    printf("failed execs %d\n", failed);
+    fflush(stdout);
+    push_out();
+    execve("/bin/sh", args, envp);
+    check("execve", 0);
+    return 1;
+}
+"#;
+
+#[test]
+fn exec_strings_packed_on_shared_pages_are_pinned_once_and_arrive_whole() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = with_call_prelude(PACKED_EXEC_STRINGS);
+    let r = same_output_evicting("packed_exec", &src, "8M", 5000);
+    assert_eq!(r["pager"]["execs_unwrapped"].as_u64().unwrap(), 0, "{r}");
+}
+
 const KERNEL_READS: &str = r#"
 #define _GNU_SOURCE
 #include <dirent.h>

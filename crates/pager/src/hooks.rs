@@ -14,6 +14,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
+use crate::region::PAGE;
 use crate::sys::{self, InPager, SigBlock};
 
 /// Pins buffers for the length of a system call (unpins on drop).
@@ -23,6 +24,9 @@ pub struct Pinned {
     extra: Vec<(usize, usize)>,
     /// False: only make the buffers resident (see [`Pinned::touching`]).
     pin: bool,
+    /// Page span `[lo, hi)` of the last managed buffer added (0, 0: none): a buffer whose
+    /// pages it already covers needs nothing more (see [`Pinned::add`]).
+    last: (usize, usize),
 }
 
 impl Pinned {
@@ -36,6 +40,7 @@ impl Pinned {
             n: 0,
             extra: Vec::new(),
             pin,
+            last: (0, 0),
         }
     }
 
@@ -57,15 +62,48 @@ impl Pinned {
         if len == 0 || !p.maybe_managed(a, len) || sys::in_pager() {
             return;
         }
-        if p.pin_range(a, len, self.pin) && self.pin {
-            if self.n < self.bufs.len() {
-                self.bufs[self.n] = (a, len);
-                self.n += 1;
-            } else {
-                let _b = SigBlock::new();
-                let _g = InPager::enter();
-                self.extra.push((a, len));
+        let lo = a & !(PAGE - 1);
+        let hi = a.saturating_add(len).div_ceil(PAGE) * PAGE;
+        // Buffers that follow one another (an exec's argv and envp: the pointer array, then
+        // each string, laid out one after the other by the shell's allocator) share pages:
+        // pin only the pages the last buffer did not cover, as one extension of it. An exec
+        // from a shell's child pinned each of its ~70 pointers and strings separately, with
+        // two `sigprocmask` calls for every pin past the eighth.
+        let (last_lo, last_hi) = self.last;
+        let (from, extend) = if lo >= last_lo && lo <= last_hi && last_hi > 0 {
+            if hi <= last_hi {
+                return;
             }
+            (last_hi, true)
+        } else {
+            (lo, false)
+        };
+        if !p.pin_range(from, hi - from, self.pin) {
+            return;
+        }
+        if extend {
+            self.last.1 = hi;
+        } else {
+            self.last = (lo, hi);
+        }
+        if !self.pin {
+            return;
+        }
+        if extend {
+            // The last recorded range grows to the new end (its unpin covers the same pages
+            // that were pinned: every managed page of the span, once).
+            let r = match self.extra.last_mut() {
+                Some(r) => r,
+                None => &mut self.bufs[self.n - 1],
+            };
+            r.1 = hi - r.0;
+        } else if self.n < self.bufs.len() {
+            self.bufs[self.n] = (a, len);
+            self.n += 1;
+        } else {
+            let _b = SigBlock::new();
+            let _g = InPager::enter();
+            self.extra.push((a, len));
         }
     }
 
@@ -129,21 +167,21 @@ impl Pinned {
         if v.is_null() {
             return;
         }
-        let mut k = 0;
-        loop {
-            // Pin the slot before reading it.
-            // SAFETY: within the caller's array up to its NULL terminator.
-            let slot = unsafe { v.add(k) };
-            self.add(slot.cast(), std::mem::size_of::<usize>());
-            // SAFETY: as above.
-            let s = unsafe { *slot };
-            if s.is_null() {
-                break;
-            }
+        // The array first, as one range (read in user mode to find its end: faults resolve),
+        // then the strings in order, so that strings laid out one after the other merge into
+        // one pin (`add`) instead of alternating with the array's slots.
+        let mut n = 0;
+        // SAFETY: within the caller's array up to its NULL terminator.
+        while !unsafe { *v.add(n) }.is_null() {
+            n += 1;
+        }
+        self.add(v.cast(), (n + 1) * std::mem::size_of::<usize>());
+        for k in 0..n {
+            // SAFETY: as above; the array is pinned now.
+            let s = unsafe { *v.add(k) };
             // SAFETY: a valid C string; strlen touches it in user mode (faults resolve).
             let len = unsafe { libc::strlen(s) } + 1;
             self.add(s.cast(), len);
-            k += 1;
         }
     }
 }
