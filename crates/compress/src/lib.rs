@@ -277,6 +277,26 @@ pub fn compress(alg: Algorithm, src: &[u8], dst: &mut [u8]) -> Result<usize, Err
     }
 }
 
+/// Registers the calling thread's context slots for `alg` (their destructors, with the C
+/// library's list of thread-exit functions) without making the contexts: LZ4's and LZO's hash
+/// tables (32 and 16 KiB, cleared when made) are then made by the thread's first compression,
+/// and a thread that never compresses never pays for them. Returns false, registering nothing,
+/// for zstd and deflate, whose contexts come from their C library's allocator: a caller that
+/// wants those ready compresses a page instead.
+pub fn register_thread(alg: Algorithm) -> bool {
+    match alg {
+        Algorithm::Lz4 => {
+            lz4_kernel::register_thread();
+            true
+        }
+        Algorithm::Lzo | Algorithm::LzoRle => {
+            lzo_codec::register_thread();
+            true
+        }
+        Algorithm::Zstd { .. } | Algorithm::Deflate { .. } => false,
+    }
+}
+
 /// Compresses `src` into output whose size equals, page for page, what the running kernel's
 /// compressor produces (what zram's `compr_data_size` and the zswap pool account).
 ///
@@ -318,6 +338,25 @@ pub fn decompress(alg: Algorithm, src: &[u8], dst: &mut [u8]) -> Result<usize, E
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn register_thread_makes_no_context_and_the_first_compression_makes_it() {
+        std::thread::spawn(|| {
+            assert!(register_thread(Algorithm::Lz4));
+            assert_eq!(lz4_kernel::has_state(), Some(false));
+            let page: Vec<u8> = (0..4096u32).map(|i| (i % 61) as u8).collect();
+            let mut dst = vec![0u8; MAX_COMPRESSED_LEN];
+            let n = compress(Algorithm::Lz4, &page, &mut dst).unwrap();
+            let mut out = vec![0u8; 4096];
+            assert_eq!(decompress(Algorithm::Lz4, &dst[..n], &mut out).unwrap(), 4096);
+            assert_eq!(out, page);
+            assert_eq!(lz4_kernel::has_state(), Some(true));
+            assert!(register_thread(Algorithm::Lzo));
+            assert!(!register_thread(Algorithm::Deflate { level: 6 }));
+        })
+        .join()
+        .unwrap();
+    }
 
     #[test]
     #[cfg_attr(miri, ignore = "zstd's level range is a C call")]

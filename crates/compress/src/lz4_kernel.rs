@@ -740,6 +740,17 @@ thread_local! {
     static STATE: std::cell::RefCell<Option<State>> = const { std::cell::RefCell::new(None) };
 }
 
+/// Registers this thread's table slot (see [`crate::register_thread`]).
+pub(crate) fn register_thread() {
+    let _ = STATE.try_with(|_| ());
+}
+
+/// Whether this thread's table was made (`None` during the thread's teardown).
+#[cfg(test)]
+pub(crate) fn has_state() -> Option<bool> {
+    STATE.try_with(|s| s.borrow().is_some()).ok()
+}
+
 /// [`compress`] with this thread's table.
 pub(crate) fn compress_tls(src: &[u8], dst: &mut [u8]) -> Result<usize, Error> {
     crate::tls::with_cached(

@@ -29,6 +29,11 @@ mod imp {
         static WORKMEM: RefCell<Option<WorkMem>> = const { RefCell::new(None) };
     }
 
+    /// Registers this thread's working-memory slot (see [`crate::register_thread`]).
+    pub(crate) fn register_thread() {
+        let _ = WORKMEM.try_with(|_| ());
+    }
+
     /// Compresses with this thread's working memory.
     pub(crate) fn compress(src: &[u8], dst: &mut [u8], rle: bool) -> Result<usize, Error> {
         let variant = if rle { Variant::LzoRle } else { Variant::Lzo };
@@ -83,9 +88,11 @@ mod imp {
     pub(crate) fn decompress(_src: &[u8], _dst: &mut [u8]) -> Result<usize, Error> {
         Err(Error::NotBuiltIn("lzo"))
     }
+
+    pub(crate) fn register_thread() {}
 }
 
-pub(crate) use imp::{compress, decompress};
+pub(crate) use imp::{compress, decompress, register_thread};
 
 /// Whether `lzo` and `lzo-rle` are built in.
 pub(crate) const BUILT_IN: bool = cfg!(feature = "kernel-lzo");

@@ -359,12 +359,15 @@ impl Zswap {
     }
 
     /// [`Zswap::prepare_thread`] before any cache exists, for a cache that will compress with
-    /// `alg`: the thread's counter stripe, its (empty) list of pool snapshots, the store's
-    /// buffer and `alg`'s contexts. Only the snapshot of the cache itself is left to its first
-    /// operation. For embedders that make the cache on first use, like `uzswap run`, whose
-    /// processes mostly never store a page.
+    /// `alg`: the thread's counter stripe, its (empty) list of pool snapshots and the store's
+    /// buffer. `alg`'s contexts are made for zstd and deflate, whose C libraries allocate them;
+    /// for LZ4 and LZO only registered (`uzswap_compress::register_thread`), their tables
+    /// (32 and 16 KiB, cleared) made by the thread's first store with Rust's allocator. The
+    /// snapshot of the cache itself is left to its first operation. For embedders that make
+    /// the cache on first use, like `uzswap run`, whose processes and threads mostly never
+    /// store a page.
     pub fn prepare_thread_for(alg: uzswap_compress::Algorithm) {
-        crate::store::prepare_thread_for(alg);
+        crate::store::prepare_thread_for(alg, false);
     }
 
     /// Every counter, with the pool size and per-cgroup figures.

@@ -37,18 +37,23 @@ impl Inner {
     /// [`Zswap::prepare_thread`](crate::Zswap::prepare_thread).
     pub(crate) fn prepare_thread(&self) {
         let alg = self.pools.with_snapshot(|s| s.current.alg);
-        prepare_thread_for(alg);
+        prepare_thread_for(alg, true);
     }
 }
 
 /// [`Zswap::prepare_thread_for`](crate::Zswap::prepare_thread_for).
-pub(crate) fn prepare_thread_for(alg: uzswap_compress::Algorithm) {
+/// `contexts`: make the codec's contexts too (else LZ4's and LZO's are only registered, see
+/// `uzswap_compress::register_thread`).
+pub(crate) fn prepare_thread_for(alg: uzswap_compress::Algorithm, contexts: bool) {
     let _ = crate::stats::stripe_index();
     crate::pool::touch_snapshots();
     with_buf(
         &COMP_BUF,
         uzswap_compress::MAX_COMPRESSED_LEN.max(PAGE_SIZE),
         |buf| {
+            if !contexts && uzswap_compress::register_thread(alg) {
+                return;
+            }
             // A page that compresses, so that both directions run once.
             let page = [0x5a_u8; PAGE_SIZE];
             if let Ok(n) = uzswap_compress::compress(alg, &page, buf) {
