@@ -67,7 +67,8 @@ const VERSION: u32 = 1;
 /// Table entry flag: the slot holds a block; the low 32 bits are its crc32c.
 const WRITTEN: u64 = 1 << 32;
 const ENTRY_SIZE: u64 = 8;
-/// `cluster_blocks` flag: the cluster's hole is being punched; writers into it wait.
+/// Flag in a cluster's block count (`cluster_counts`): the cluster's hole is being punched;
+/// writers into it wait.
 const PUNCHING: u32 = 1 << 31;
 /// An empty cluster is punched only once this many blocks were given up in it since its last
 /// punch: a `fallocate` costs several µs on ext4 even over holes, and a cluster that one block
@@ -108,10 +109,14 @@ pub struct SwapFile {
     counters: Counters,
     /// Cleared the first time the filesystem refuses `FALLOC_FL_PUNCH_HOLE`.
     punch_hole: AtomicBool,
-    /// Per cluster: blocks written in it, plus [`PUNCHING`] while its hole is being punched.
-    cluster_blocks: Box<[AtomicU32]>,
-    /// Per cluster: blocks given up since its last punch (the space a punch would return).
-    cluster_garbage: Box<[AtomicU32]>,
+    /// Clusters of the area (`CLUSTER_SLOTS` slots each).
+    nr_clusters: usize,
+    /// Per cluster, made at the first block written: `[..nr_clusters]` the blocks written in
+    /// it, plus [`PUNCHING`] while its hole is being punched; `[nr_clusters..]` the blocks given
+    /// up since its last punch (the space a punch would return). Made then, not with the
+    /// area: 64 KiB for 4 Mi slots, which glibc's `calloc` clears page by page (16 page faults
+    /// at every process's start under `uzswap run`, most of which never write a block).
+    cluster_counts: OnceLock<Box<[AtomicU32]>>,
     /// [`DiscardPolicy`] as a u8.
     discard_policy: AtomicU8,
     injector: FaultInjector,
@@ -337,7 +342,7 @@ impl SwapFile {
                 sf.table[i].store(v, Ordering::Relaxed);
                 sf.slots.claim(i as u64);
                 sf.counters.blocks_stored.inc();
-                sf.cluster_blocks[i / CLUSTER_SLOTS].fetch_add(1, Ordering::Relaxed);
+                sf.cluster_counts()?[i / CLUSTER_SLOTS].fetch_add(1, Ordering::Relaxed);
             }
         }
         Ok(sf)
@@ -414,8 +419,8 @@ impl SwapFile {
             table: zeroed_table(capacity as usize).ok_or(Error::OutOfMemory(capacity))?,
             counters: Counters::default(),
             punch_hole: AtomicBool::new(true),
-            cluster_blocks: zeroed_table(clusters).ok_or(Error::OutOfMemory(capacity))?,
-            cluster_garbage: zeroed_table(clusters).ok_or(Error::OutOfMemory(capacity))?,
+            nr_clusters: clusters,
+            cluster_counts: OnceLock::new(),
             discard_policy: AtomicU8::new(DiscardPolicy::default() as u8),
             injector: FaultInjector::new(),
             direct: None,
@@ -549,10 +554,19 @@ impl SwapFile {
         true
     }
 
+    /// The per-cluster counts (see `cluster_counts`), made at the first call.
+    fn cluster_counts(&self) -> Result<&[AtomicU32]> {
+        if let Some(c) = self.cluster_counts.get() {
+            return Ok(c);
+        }
+        let made = zeroed_table(2 * self.nr_clusters).ok_or(Error::OutOfMemory(self.capacity))?;
+        Ok(self.cluster_counts.get_or_init(|| made))
+    }
+
     /// Counts a block about to be written into its cluster, waiting while the cluster's hole
     /// is being punched (so a punch never erases a block written after it was decided).
-    fn acquire_block(&self, off: u64) {
-        let c = &self.cluster_blocks[off as usize / CLUSTER_SLOTS];
+    fn acquire_block(counts: &[AtomicU32], off: u64) {
+        let c = &counts[off as usize / CLUSTER_SLOTS];
         let mut cur = c.load(Ordering::Acquire);
         loop {
             if cur & PUNCHING != 0 {
@@ -570,9 +584,14 @@ impl SwapFile {
     /// Uncounts a block that is gone; under [`DiscardPolicy::Cluster`] the last one out punches
     /// the cluster's whole range.
     fn release_block(&self, off: u64) {
+        // A block was counted in, so the counts exist.
+        let Some(counts) = self.cluster_counts.get() else {
+            debug_assert!(false, "a block released before any was written");
+            return;
+        };
         let ci = off as usize / CLUSTER_SLOTS;
-        let c = &self.cluster_blocks[ci];
-        let garbage = self.cluster_garbage[ci].fetch_add(1, Ordering::Relaxed) + 1;
+        let c = &counts[ci];
+        let garbage = counts[self.nr_clusters + ci].fetch_add(1, Ordering::Relaxed) + 1;
         let prev = c.fetch_sub(1, Ordering::AcqRel);
         debug_assert!(prev & !PUNCHING > 0, "cluster {ci} block count underflow");
         if prev != 1
@@ -588,7 +607,7 @@ impl SwapFile {
         {
             return;
         }
-        self.cluster_garbage[ci].store(0, Ordering::Relaxed);
+        counts[self.nr_clusters + ci].store(0, Ordering::Relaxed);
         let first = (ci * CLUSTER_SLOTS) as u64;
         let n = (CLUSTER_SLOTS as u64).min(self.capacity - first);
         self.punch(first, n);
@@ -634,12 +653,13 @@ impl SwapFile {
         if !self.slots.is_allocated(off) {
             return Err(Error::NotAllocated(slot));
         }
+        let counts = self.cluster_counts()?;
         let crc = block_checksum(slot, page);
         // Until the new block and its entry are both on disk the slot holds nothing valid.
         if self.table[off as usize].swap(0, Ordering::AcqRel) & WRITTEN != 0 {
             self.counters.blocks_stored.dec();
         } else {
-            self.acquire_block(off);
+            Self::acquire_block(counts, off);
         }
         let res = match self.injector.on_write() {
             WriteFault::None => self.write_block(page, self.block_pos(off)),
