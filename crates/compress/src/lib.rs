@@ -348,7 +348,10 @@ mod tests {
             let mut dst = vec![0u8; MAX_COMPRESSED_LEN];
             let n = compress(Algorithm::Lz4, &page, &mut dst).unwrap();
             let mut out = vec![0u8; 4096];
-            assert_eq!(decompress(Algorithm::Lz4, &dst[..n], &mut out).unwrap(), 4096);
+            assert_eq!(
+                decompress(Algorithm::Lz4, &dst[..n], &mut out).unwrap(),
+                4096
+            );
             assert_eq!(out, page);
             assert_eq!(lz4_kernel::has_state(), Some(true));
             assert!(register_thread(Algorithm::Lzo));

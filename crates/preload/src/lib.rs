@@ -488,16 +488,17 @@ fn setup_heap() {
 /// compare per variable: about 40 µs of every process's start under `uzswap run` here (2.5 %
 /// of a loop of `/bin/true`s). The preload sets the options it needs itself; with none in the
 /// environment the walk finds nothing, so hiding it changes no option. Restored on drop, in
-/// the constructor, before the program or any other thread can look.
+/// the constructor, before the program runs (the pager's reclaim thread, already started,
+/// reads no variable: the pager reads them all at its start).
 struct HiddenEnvironment(Option<*const *const c_char>);
 
 impl HiddenEnvironment {
     /// # Safety
-    /// Only in the library's constructor, before the program runs (single-threaded).
+    /// Only in the library's constructor, before the program runs (no thread of it exists yet).
     unsafe fn unless_mimalloc_options() -> HiddenEnvironment {
         static EMPTY: [usize; 1] = [0];
         // SAFETY: the process's environment array, NULL-terminated, not changing meanwhile
-        // (single-threaded, per the caller).
+        // (nothing of the program runs yet, per the caller; the pager's threads never look).
         let env = unsafe { environ };
         if env.is_null() {
             return HiddenEnvironment(None);
