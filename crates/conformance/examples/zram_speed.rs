@@ -2,7 +2,8 @@
 //! Same-run speed comparison with the kernel: zram0 write/read (O_DIRECT, 1 MiB requests)
 //! against this crate's compress/decompress of the same pages, for lz4, lzo and lzo-rle.
 //!
-//! `UZSWAP_KERNEL_TESTS=1 cargo run --release -p uzswap-conformance --example zram_speed [ROUNDS]`
+//! `UZSWAP_KERNEL_TESTS=1 [CORPUS=PAGE_FILE] cargo run --release -p uzswap-conformance --example
+//! zram_speed [ROUNDS]`
 //! Needs root and an unused zram0 (disksize 0); zram0 is reset and its algorithm restored
 //! afterwards (also on panic, by the `Zram` guard). Each round: one timed zram write pass, one
 //! timed zram read pass, then one timed user-space compress pass and decompress pass.
@@ -67,8 +68,24 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(7);
-    let mut pages = common::real_pages(12_000);
-    pages.extend(common::process_pages(4_000));
+    // CORPUS=FILE: the first 12800 non-zero pages of a page file (`uzswap capture`) instead.
+    let mut pages: Vec<Vec<u8>> = match std::env::var_os("CORPUS") {
+        Some(path) => {
+            let corpus = uzswap_corpus::read_page_file(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.to_string_lossy()));
+            (0..corpus.len())
+                .map(|i| corpus.page(i))
+                .filter(|p| p.iter().any(|&b| b != 0))
+                .take(12_800)
+                .map(<[u8]>::to_vec)
+                .collect()
+        }
+        None => {
+            let mut pages = common::real_pages(12_000);
+            pages.extend(common::process_pages(4_000));
+            pages
+        }
+    };
     let n = pages.len() / (CHUNK / PAGE) * (CHUNK / PAGE);
     pages.truncate(n);
     let mut data = Aligned::new(n * PAGE);
