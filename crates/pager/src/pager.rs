@@ -2737,12 +2737,13 @@ impl Pager {
         // A kept clean copy is the parent's slot: the child forgets it (its copy of a pool
         // entry is its own to drop; a block in the parent's file is left alone).
         let mut inh = 0;
+        let cache = self.cache_made();
         for r in map.values() {
             r.for_each_mapped(r.hwm.load(Relaxed), |i| {
                 let w = r.state(i);
                 let s = w.load(Relaxed);
                 if region::kind(s) == RESIDENT {
-                    if let (true, Some(z)) = (s & KEPT != 0, self.cache_made()) {
+                    if let Some(z) = cache.filter(|_| s & KEPT != 0) {
                         let (area, offset) = region::slot_of(s);
                         let slot = SwapSlot { area, offset };
                         if !matches!(
@@ -2764,7 +2765,7 @@ impl Pager {
         }
         self.inherited.store(inh, Relaxed);
         self.release_fork_parent();
-        if let Some(z) = self.cache_made() {
+        if let Some(z) = cache {
             z.hold_shrink_worker(false);
         }
         self.seg.processes.fetch_add(1, Relaxed);
