@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Real programs under `uzswap run` with budgets far below their peak, in several cache
+# configurations: each program's output and exit status must equal a run without uzswap.
+# Usage: scripts/pager-torture.sh [FRAC ...]   (budget = plain peak RSS / FRAC; default 3 6)
+# Environment: UZSWAP (binary, default target/release/uzswap), ONLY="prog ..." and
+# CONF_ONLY="c0 ..." to run a subset, WORK (scratch directory, default a new temporary one),
+# TIMEOUT (seconds per run, default 900). Prints one line per run; exits 1 if any run differs.
+# Touches no kernel setting: every run is user space (the swap files go to WORK).
+set -uo pipefail
+UZSWAP=$(realpath "${UZSWAP:-target/release/uzswap}")
+WORK=${WORK:-$(mktemp -d /tmp/uzswap-torture.XXXXXX)}
+PY=${PY:-$(command -v python3)}
+WORKLOADS=$(realpath "$(dirname "$0")/pager-workloads")
+mkdir -p "$WORK" && cd "$WORK" || exit 2
+export UZSWAP_SWAP_DIR=$WORK
+
+# Inputs, made once, deterministic.
+if [ ! -f words.txt ]; then
+    "$PY" - <<'EOF'
+import random
+random.seed(9)
+with open('words.txt', 'w') as f:
+    for i in range(1500000):
+        f.write('%08x %s\n' % (random.getrandbits(32), 'w' * random.randrange(20)))
+with open('text.txt', 'w') as f:
+    for i in range(300000):
+        f.write('%d %x %s\n' % (i, random.getrandbits(64), random.choice(['swap', 'zspage', 'handle'])))
+with open('big.c', 'w') as f:
+    for i in range(800):
+        f.write(f"int f{i}(int x){{ int a[16]; for(int j=0;j<16;j++) a[j]=x*j+{i}; int s=0;"
+                f" for(int j=0;j<16;j++) s+=a[j]*a[(j+{i})%16]; return s; }}\n")
+    f.write("int main(){int s=0;\n" + "".join(f"s+=f{i}(s);\n" for i in range(800)) + "return s&1;}\n")
+EOF
+    cat > py_dict.py <<'EOF'
+import json, hashlib, random
+random.seed(7)
+d = {"k%d" % i: [random.random() for _ in range(4)] + ["v" * (i % 17)] for i in range(300000)}
+s = json.dumps(d, sort_keys=True)
+del d
+print(hashlib.sha256(s.encode()).hexdigest(), len(s))
+EOF
+    cat > py_mp.py <<'EOF'
+import multiprocessing as mp, hashlib, random
+random.seed(3)
+BIG = [bytes(random.getrandbits(8) for _ in range(64)) * 16 for _ in range(20000)]
+def work(i):
+    h = hashlib.sha256()
+    for b in BIG[i::8]:
+        h.update(b)
+    return h.hexdigest()
+if __name__ == "__main__":
+    with mp.Pool(3) as p:
+        r = p.map(work, range(8))
+    print(hashlib.sha256("".join(r).encode()).hexdigest())
+EOF
+    cat > py_sqlite.py <<'EOF'
+import sqlite3, hashlib, random
+random.seed(5)
+c = sqlite3.connect(":memory:")
+c.execute("pragma cache_size=-200000")
+c.execute("create table t(a integer, b text, c real)")
+c.executemany("insert into t values(?,?,?)",
+              ((i, "x%d" % random.randrange(10**6) * 3, random.random()) for i in range(300000)))
+c.execute("create index ib on t(b)")
+h = hashlib.sha256()
+for row in c.execute("select b, count(*), sum(c) from t group by b order by b limit 50000"):
+    h.update(repr(row).encode())
+print(h.hexdigest())
+EOF
+    cat > node_map.js <<'EOF'
+const crypto = require('crypto');
+let m = new Map(); let x = 12345;
+for (let i = 0; i < 600000; i++) {
+  x = (x * 1103515245 + 12345) & 0x7fffffff;
+  m.set('k' + i, {a: x, b: 'v'.repeat(i % 13), c: [x & 255, i]});
+}
+const h = crypto.createHash('sha256');
+for (const [k, v] of m) h.update(k + JSON.stringify(v));
+console.log(h.digest('hex'), m.size);
+EOF
+    cat > perl_hash.pl <<'EOF'
+use Digest::MD5;
+my %h; my $x = 1;
+for my $i (0..600000) { $x = ($x * 1103515245 + 12345) % 2147483648; $h{"k$i"} = "v$x" x (1 + $i % 5); }
+my $ctx = Digest::MD5->new;
+for my $k (sort keys %h) { $ctx->add($k, $h{$k}); }
+print $ctx->hexdigest, "\n";
+EOF
+    cp "$WORKLOADS/JavaMap.java" .
+fi
+
+# name|command (run with sh -c).
+PROGS=(
+    "py_dict|$PY py_dict.py"
+    "py_mp|$PY py_mp.py"
+    "py_sqlite|$PY py_sqlite.py"
+    "node_map|node node_map.js"
+    "perl_hash|perl perl_hash.pl"
+    "sort|sort -S 120M --parallel=2 words.txt | sha256sum"
+    "xz|xz -T2 -6 -c text.txt | sha256sum"
+    "gcc|gcc -O2 -c -o big.o big.c && sha256sum < big.o"
+    "sqlite3|sqlite3 :memory: \"pragma cache_size=-100000; create table t(a,b); with recursive c(x) as (select 1 union all select x+1 from c where x<400000) insert into t select x, printf('%08d-%d', (x*7919) % 1000003, x) from c; create index i on t(b); select count(*), sum(length(b)), max(b), min(b) from t;\""
+    "java|java -XX:+UseSerialGC -Xmx256m JavaMap.java 400000 3"
+)
+# name|flags; c4 writes back to the swap files with O_DIRECT; c5 adds fault-around.
+CONFS=(
+    "c0|"
+    "c1|--compressor lzo-rle --background-reclaim off"
+    "c2|--compressor zstd --keep-clean off --readahead 0"
+    "c3|--compressor deflate --victim fifo --chain-size 16"
+    "c4|--budget-covers resident --direct-io --total-memory 256M --max-pool-percent 10 --shrinker on"
+    "c5|--victim clock-faults --lru per-pool --zero-pages entry --compressor lzo"
+)
+selected() { [ -z "$1" ] || [[ " $1 " == *" $2 "* ]]; }
+
+declare -A PEAK
+for p in "${PROGS[@]}"; do
+    name=${p%%|*}; cmd=${p#*|}
+    selected "${ONLY:-}" "$name" || continue
+    [ -f "$name.plain.out" ] && [ -f "$name.peak" ] ||
+        /usr/bin/time -f "%M" -o "$name.peak" sh -c "$cmd" > "$name.plain.out" 2>/dev/null
+    PEAK[$name]=$(( $(tail -1 "$name.peak") / 1024 ))
+done
+
+FRACS=("$@"); [ ${#FRACS[@]} = 0 ] && FRACS=(3 6)
+fail=0
+for frac in "${FRACS[@]}"; do
+    for conf in "${CONFS[@]}"; do
+        cname=${conf%%|*}; opts=${conf#*|}
+        selected "${CONF_ONLY:-}" "$cname" || continue
+        for p in "${PROGS[@]}"; do
+            name=${p%%|*}; cmd=${p#*|}
+            selected "${ONLY:-}" "$name" || continue
+            b=$(( PEAK[$name] / frac )); [ $b -lt 12 ] && b=12
+            # xz's match finder reads its whole window at random: below it, every access is a
+            # fault (at 1/3, 20 M faults and 7 minutes). Its budget stays at 3/4 of its peak.
+            [ "$name" = xz ] && b=$(( PEAK[$name] * 3 / 4 ))
+            envx=(); [ "$cname" = c5 ] && envx=(UZSWAP_FAULT_AROUND=1)
+            t0=$(date +%s.%N)
+            # shellcheck disable=SC2086
+            env "${envx[@]}" timeout "${TIMEOUT:-900}" "$UZSWAP" run --memory-max ${b}M $opts \
+                --report "r.$name.$cname.$frac.json" -- sh -c "$cmd" \
+                > "$name.$cname.$frac.out" 2> "$name.$cname.$frac.err"
+            rc=$?; t1=$(date +%s.%N)
+            if [ $rc = 0 ] && cmp -s "$name.plain.out" "$name.$cname.$frac.out"; then st=OK; else st=FAIL; fail=1; fi
+            f=$("$PY" -c "import json,sys; d=json.load(open(sys.argv[1])); f=d['faults']; print(f['count'], f['from_pool'], f['from_swapfile'], d['peak_rss_bytes'] >> 20)" \
+                "r.$name.$cname.$frac.json" 2>/dev/null)
+            printf "%s %-10s %s 1/%s %4sM rc=%s %6.1fs faults/pool/file/peakMiB=%s\n" \
+                $st "$name" "$cname" "$frac" $b $rc "$(echo "$t1 - $t0" | bc)" "$f"
+        done
+    done
+done
+exit $fail
