@@ -537,6 +537,134 @@ int main(void) {
 }
 "#;
 
+/// GNU `sort` (two threads, a 64 MiB buffer over 4 MB of lines; 19 MB peak plainly) under 8M
+/// in every kind of cache configuration `scripts/pager-torture.sh` runs real programs in: each
+/// compressor, the victim policies, clean-page reuse and readahead off, background reclaim off,
+/// per-pool LRUs, zero pages with entries, fault-around, and writeback to O_DIRECT swap files
+/// under a small pool limit with the shrinker. The same sorted output every time.
+#[test]
+fn sort_keeps_its_output_in_every_cache_configuration() {
+    if !uffd_ok() {
+        return;
+    }
+    let Some(sort) = find_tool(&["sort"]) else {
+        println!("SKIPPED: no sort");
+        return;
+    };
+    let dir = workdir();
+    let input = dir.join("sort-input.txt");
+    let mut text = String::with_capacity(6 << 20);
+    let mut x: u64 = 9;
+    for _ in 0..200_000 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let w = "w".repeat((x >> 59) as usize);
+        text.push_str(&format!("{:08x} {w}\n", x >> 32));
+    }
+    std::fs::write(&input, text).unwrap();
+    let cmd = [
+        sort.as_str(),
+        "-S",
+        "64M",
+        "--parallel=2",
+        input.to_str().unwrap(),
+    ];
+    let plain = Command::new(cmd[0]).args(&cmd[1..]).output().unwrap();
+    assert!(plain.status.success(), "plain sort failed: {plain:?}");
+    // O_DIRECT where the test directory's file system takes it, else through the page cache.
+    let probe = Command::new(uzswap())
+        .args(["run", "--memory-max", "8M", "--direct-io", "--swap-dir"])
+        .arg(&dir)
+        .args(["--", "/bin/true"])
+        .output()
+        .unwrap();
+    let direct: &[&str] = if probe.status.success() {
+        &["--direct-io"]
+    } else {
+        println!("SKIPPED (O_DIRECT only): refused in {}", dir.display());
+        &[]
+    };
+    let swap_dir = ["--swap-dir", dir.to_str().unwrap()];
+    let writeback = [
+        &["--budget-covers", "resident", "--total-memory", "64M"][..],
+        &["--max-pool-percent", "5", "--shrinker", "on"],
+        direct,
+        &swap_dir,
+    ]
+    .concat();
+    let fault_around = std::ffi::OsStr::new("1");
+    /// A configuration: flags of `uzswap run`, and variables for its environment.
+    type Config<'a> = (&'a [&'a str], &'a [(&'a str, &'a std::ffi::OsStr)]);
+    let configs: [Config<'_>; 6] = [
+        (&[], &[]),
+        (
+            &["--compressor", "lzo-rle", "--background-reclaim", "off"],
+            &[],
+        ),
+        (
+            &[
+                "--compressor",
+                "zstd",
+                "--keep-clean",
+                "off",
+                "--readahead",
+                "0",
+            ],
+            &[],
+        ),
+        (
+            &[
+                "--compressor",
+                "deflate",
+                "--victim",
+                "fifo",
+                "--chain-size",
+                "16",
+            ],
+            &[],
+        ),
+        (&writeback, &[]),
+        (
+            &[
+                "--compressor",
+                "lzo",
+                "--victim",
+                "clock-faults",
+                "--lru",
+                "per-pool",
+                "--zero-pages",
+                "entry",
+            ],
+            &[("UZSWAP_FAULT_AROUND", fault_around)],
+        ),
+    ];
+    for (i, &(extra, env)) in configs.iter().enumerate() {
+        let rep = dir.join(format!("report-sort-{i}.json"));
+        let out = run_under_env("8M", extra, env, &rep, &cmd);
+        assert_same(&plain, &out);
+        let r = report(&rep);
+        assert!(
+            r["pager"]["evictions"].as_u64().unwrap() > 2000,
+            "{extra:?}: {r}"
+        );
+        assert!(
+            r["faults"]["from_pool"].as_u64().unwrap() > 500,
+            "{extra:?}: {r}"
+        );
+        if i == 4 {
+            assert!(
+                r["counters"]["zswpwb"].as_u64().unwrap() > 100,
+                "{extra:?}: {r}"
+            );
+            assert!(
+                r["faults"]["from_swapfile"].as_u64().unwrap() > 100,
+                "{extra:?}: {r}"
+            );
+        }
+    }
+}
+
 #[test]
 fn threads_fault_concurrently_and_no_write_is_lost_to_eviction() {
     if !uffd_ok() {
