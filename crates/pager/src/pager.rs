@@ -142,11 +142,21 @@ impl Config {
         } else {
             uzswap_zswap::mem_total_bytes().unwrap_or(1 << 30)
         };
+        let base = Params::for_machine(total, 1);
         let mut params = Params {
             // Every process of the tree has a cache, and most pools stay empty or small: 4 KiB
             // pages until a pool grows, not 2 MiB at once.
             huge_first_chunk: false,
-            ..Params::for_machine(total, 1)
+            // With SIZE covering the pool, only its pages are charged: chunks faulted in ahead
+            // of it would be up to 4 MiB of RSS beyond SIZE (docs/pager.md, "What the fixed
+            // overhead leaves out"). The storing thread, mostly the reclaim thread, faults
+            // them in itself instead.
+            pool_prefault_chunks: if covers_pool {
+                0
+            } else {
+                base.pool_prefault_chunks
+            },
+            ..base
         };
         if let Some(p) = get("UZSWAP_PARAMS") {
             apply_params(&mut params, &p);

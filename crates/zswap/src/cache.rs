@@ -160,7 +160,7 @@ impl Zswap {
                 params.chain_size,
                 params.chain_rule,
                 cache_bound(&params),
-                params.huge_first_chunk,
+                pool::PoolMemory::of(&params),
                 lanes_per_pool,
             )?,
             params: Mutex::new(params),
@@ -417,7 +417,7 @@ impl Zswap {
                 p.compressor,
                 p.chain_size,
                 p.chain_rule,
-                p.huge_first_chunk,
+                pool::PoolMemory::of(&p),
             )?;
         }
         self.inner.hot.set(&p);

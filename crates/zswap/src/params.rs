@@ -158,6 +158,12 @@ pub struct Params {
     /// would otherwise have up to 2 MiB resident from its first store. Read when a pool is
     /// created: with the cache, and when a new compressor or chain size makes a new one.
     pub huge_first_chunk: bool,
+    /// 2 MiB chunks a background thread keeps faulted in ahead of a growing pool (default 2),
+    /// so that its stores wait for neither the kernel nor the hypervisor to back new memory.
+    /// They are resident but hold no zspage: 0 for an embedder that charges the pool's pages
+    /// against a budget and wants its RSS to follow them (`uzswap run` with SIZE covering the
+    /// pool); the storing thread then faults new chunks in itself. Read when a pool is created.
+    pub pool_prefault_chunks: usize,
 }
 
 impl Default for Params {
@@ -189,6 +195,7 @@ impl Params {
             lru: LruMode::Global,
             numa_nodes,
             huge_first_chunk: true,
+            pool_prefault_chunks: crate::pool::PREFAULT_CHUNKS,
         }
     }
 }
@@ -237,6 +244,13 @@ impl Params {
                 "total_memory_bytes",
                 &self.total_memory_bytes,
                 "at least one page (4096)",
+            );
+        }
+        if self.pool_prefault_chunks > 64 {
+            return bad(
+                "pool_prefault_chunks",
+                &self.pool_prefault_chunks,
+                "0..=64 (2 MiB each)",
             );
         }
         Ok(())

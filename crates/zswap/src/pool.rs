@@ -38,10 +38,28 @@ pub(crate) struct ZswapPool {
     pub(crate) cursor: Mutex<Option<u32>>,
 }
 
-/// Chunks (2 MiB each) kept faulted in ahead of a growing pool: one to carve next while the
-/// thread faults in the other (a 2 MiB fault can take 5 ms when the hypervisor backs it, about
-/// what a store thread needs to fill a chunk).
+/// Chunks (2 MiB each) kept faulted in ahead of a growing pool by default
+/// (`Params::pool_prefault_chunks`): one to carve next while the thread faults in the other (a
+/// 2 MiB fault can take 5 ms when the hypervisor backs it, about what a store thread needs to
+/// fill a chunk).
 pub(crate) const PREFAULT_CHUNKS: usize = 2;
+
+/// Where a new pool's memory comes from: `Params::huge_first_chunk` and
+/// `Params::pool_prefault_chunks`, read when a pool is created.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PoolMemory {
+    pub(crate) huge_first_chunk: bool,
+    pub(crate) prefault_chunks: usize,
+}
+
+impl PoolMemory {
+    pub(crate) fn of(p: &crate::Params) -> PoolMemory {
+        PoolMemory {
+            huge_first_chunk: p.huge_first_chunk,
+            prefault_chunks: p.pool_prefault_chunks,
+        }
+    }
+}
 
 /// How a zswap pool gets and keeps the memory of its zspages (`uzswap_zsmalloc`'s arena).
 ///
@@ -50,8 +68,8 @@ pub(crate) const PREFAULT_CHUNKS: usize = 2;
 ///   kernel clears, charges and maps it; the kernel's zsmalloc takes uncleared pages from its
 ///   page allocator), 0.3-0.5 µs with huge pages, or 3-10 µs when the hypervisor must back a
 ///   huge page the guest had given back (free page reporting).
-/// * [`PREFAULT_CHUNKS`] chunks faulted in ahead of a growing pool by the arena's thread, so a
-///   store into a growing pool waits for neither; the memory cost is up to that many chunks
+/// * [`PREFAULT_CHUNKS`] chunks (by default) faulted in ahead of a growing pool by the arena's
+///   thread, so a store into a growing pool waits for neither; the memory cost is up to that many chunks
 ///   beyond the pool's pages while it grows (returned after the decay time).
 /// * Freed zspages stay resident for the decay time (1 s) before going back to the OS, bounded
 ///   by `max_cached_pages`, the pool limit. User space can only get memory back from the
@@ -61,11 +79,11 @@ pub(crate) const PREFAULT_CHUNKS: usize = 2;
 ///   limit) plus the open chunk and the prefaulted ones; the shrink worker returns expired
 ///   memory when the cache goes idle, and memory pressure (the shrinker, PSI) at once.
 /// * The first chunk a huge page too, unless `huge_first_chunk` is off (`Params`).
-pub(crate) fn memory_policy(max_cached_pages: usize, huge_first_chunk: bool) -> MemoryPolicy {
+pub(crate) fn memory_policy(max_cached_pages: usize, mem: PoolMemory) -> MemoryPolicy {
     MemoryPolicy {
         transparent_huge_pages: true,
-        prefault_chunks: PREFAULT_CHUNKS,
-        huge_first_chunk,
+        prefault_chunks: mem.prefault_chunks,
+        huge_first_chunk: mem.huge_first_chunk,
         max_cached_pages,
         ..MemoryPolicy::default()
     }
@@ -127,7 +145,7 @@ impl Pools {
         chain_size: usize,
         chain_rule: ChainRule,
         max_cached_pages: usize,
-        huge_first_chunk: bool,
+        mem: PoolMemory,
         lanes_per_pool: usize,
     ) -> Result<Pools, Error> {
         static INSTANCES: AtomicU64 = AtomicU64::new(1);
@@ -144,18 +162,18 @@ impl Pools {
             max_cached_pages: AtomicUsize::new(max_cached_pages),
             lanes_per_pool,
         };
-        pools.switch(alg, chain_size, chain_rule, huge_first_chunk)?;
+        pools.switch(alg, chain_size, chain_rule, mem)?;
         Ok(pools)
     }
 
     /// Make a new pool current and kill the old current one (it lives on while it has entries).
-    /// `huge_first_chunk`: `Params::huge_first_chunk`, read when a pool is created.
+    /// `mem`: where the new pool's memory comes from (`Params`, read when a pool is created).
     pub(crate) fn switch(
         &self,
         alg: Algorithm,
         chain_size: usize,
         chain_rule: ChainRule,
-        huge_first_chunk: bool,
+        mem: PoolMemory,
     ) -> Result<(), Error> {
         let mut reg = self.reg.lock();
         let id = (0..MAX_POOLS)
@@ -165,10 +183,7 @@ impl Pools {
             chain_size,
             chain_rule,
         };
-        let policy = memory_policy(
-            self.max_cached_pages.load(Ordering::Relaxed),
-            huge_first_chunk,
-        );
+        let policy = memory_policy(self.max_cached_pages.load(Ordering::Relaxed), mem);
         let zs = Pool::with_memory_policy(cfg, policy).map_err(Error::Pool)?;
         let pool = Arc::new(ZswapPool {
             id: id as u16,
@@ -354,5 +369,48 @@ impl Pools {
             .current
             .clone()
             .expect("a current pool always exists")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Params::pool_prefault_chunks` reaches the pool made with the cache and the pools made
+    /// later by a compressor switch; the cache bound set since is kept beside it.
+    #[test]
+    #[cfg_attr(miri, ignore = "makes real pools")]
+    fn pools_take_their_prefault_setting_from_the_params() {
+        for prefault in [0, PREFAULT_CHUNKS, 5] {
+            let mem = PoolMemory {
+                huge_first_chunk: false,
+                prefault_chunks: prefault,
+            };
+            let pools = Pools::new(Algorithm::Lz4, 8, ChainRule::MinWaste, 100, mem, 0).unwrap();
+            pools.set_max_cached_pages(64);
+            let check = |alg| {
+                let live = pools.live();
+                let p = live
+                    .iter()
+                    .find(|p| p.alg == alg)
+                    .expect("the current pool");
+                let policy = p.zs.memory_policy();
+                assert_eq!(policy.prefault_chunks, prefault);
+                assert!(!policy.huge_first_chunk);
+                assert_eq!(policy.max_cached_pages, 64);
+            };
+            check(Algorithm::Lz4);
+            // The old pool, empty, goes at once; the new one is made with the same setting.
+            pools
+                .switch(Algorithm::Lzo, 8, ChainRule::MinWaste, mem)
+                .unwrap();
+            check(Algorithm::Lzo);
+        }
+        let mut params = crate::Params::for_machine(1 << 30, 1);
+        assert_eq!(params.pool_prefault_chunks, PREFAULT_CHUNKS);
+        params.pool_prefault_chunks = 65;
+        assert!(params.validate().is_err());
+        params.pool_prefault_chunks = 0;
+        params.validate().unwrap();
     }
 }
