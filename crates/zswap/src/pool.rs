@@ -69,8 +69,8 @@ impl PoolMemory {
 ///   page allocator), 0.3-0.5 µs with huge pages, or 3-10 µs when the hypervisor must back a
 ///   huge page the guest had given back (free page reporting).
 /// * [`PREFAULT_CHUNKS`] chunks (by default) faulted in ahead of a growing pool by the arena's
-///   thread, so a store into a growing pool waits for neither; the memory cost is up to that many chunks
-///   beyond the pool's pages while it grows (returned after the decay time).
+///   thread, so a store into a growing pool waits for neither; the memory cost is up to that
+///   many chunks beyond the pool's pages while it grows (returned after the decay time).
 /// * Freed zspages stay resident for the decay time (1 s) before going back to the OS, bounded
 ///   by `max_cached_pages`, the pool limit. User space can only get memory back from the
 ///   kernel cleared and faulted in again, so keeping freed runs for a second is what makes
