@@ -7,6 +7,7 @@
 #   kernel_side_begin CGROUP_DIR SWAP_FILE LIMIT_MiB   # lock, save, swap file, cgroup
 #   zswap_on COMPRESSOR / zswap_off
 #   vm                                                  # the kernel's swap counters, one line
+#   oom_kills                                           # OOM kills in the cgroup so far
 #
 # A script with more to undo first (a server to stop) defines `before_restore`.
 
@@ -41,6 +42,10 @@ zswap_on() {
 }
 
 zswap_off() { echo N > $KS_Z/enabled; }
+
+# A process killed inside a pipeline (`sh -c 'prog | sha256sum'`) or a server's child leaves
+# no failed status behind: the cgroup's own count says so.
+oom_kills() { awk '$1=="oom_kill"{print $2}' "$KS_CG/memory.oom_control"; }
 
 vm() {
     awk '$1=="zswpin"||$1=="zswpout"||$1=="pswpin"||$1=="pswpout"||$1=="pgmajfault"{printf "%s=%s ", $1, $2}' /proc/vmstat

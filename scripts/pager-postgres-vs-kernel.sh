@@ -53,10 +53,10 @@ for i in $(seq 1 "$ROUNDS"); do
     zswap_on lzo
     sh -c "echo \$\$ > $CG/tasks; exec runuser -u postgres -- $PG/postgres $OPTS" > "$W/kernel.log" 2>&1 &
     ready || echo "kernel: the server did not start"
-    before=$(vm)
+    before=$(vm); oom0=$(oom_kills)
     echo "kernel (${KSIZE}M): $(query)"
     echo "  before: $before"
-    echo "  after:  $(vm); max usage $(( $(cat $CG/memory.max_usage_in_bytes) >> 20 )) MiB"
+    echo "  after:  $(vm); max usage $(( $(cat $CG/memory.max_usage_in_bytes) >> 20 )) MiB; OOM kills $(( $(oom_kills) - oom0 ))"
     stop; wait
     zswap_off
     runuser -u postgres -- "$W/uzswap" run --memory-max "${SIZE}M" --compressor lzo \

@@ -14,16 +14,14 @@ CG=/sys/fs/cgroup/memory/uzswap-run-bench
 kernel_side_begin $CG "${SWAPFILE:-/var/tmp/uzswap-run-bench.swap}" "$SIZE"
 zswap_on "$ALG"
 echo "kernel before: $(vm)"
-oom0=$(awk '$1=="oom_kill"{print $2}' $CG/memory.oom_control)
+oom0=$(oom_kills)
 t0=$(date +%s.%N)
 # The kernel's run can be OOM-killed under the limit: say so and go on to uzswap's runs.
 sh -c "echo \$\$ > $CG/tasks; exec \"\$@\"" sh "$@" > /tmp/uzswap-kernel.out ||
     echo "kernel run failed: status $?" > /tmp/uzswap-kernel.out
 t1=$(date +%s.%N)
 echo "kernel after:  $(vm)"
-# A process killed inside a pipeline (`sh -c 'prog | sha256sum'`) leaves the status at 0: the
-# cgroup's own count of OOM kills says so.
-oom=$(( $(awk '$1=="oom_kill"{print $2}' $CG/memory.oom_control) - ${oom0:-0} ))
+oom=$(( $(oom_kills) - oom0 ))
 [ "$oom" = 0 ] || echo "kernel run: $oom process(es) OOM-killed in the cgroup" >> /tmp/uzswap-kernel.out
 echo "kernel: $(echo "$t1 - $t0" | bc) s, max usage $(( $(cat $CG/memory.max_usage_in_bytes) >> 20 )) MiB; $(cat /tmp/uzswap-kernel.out)"
 zswap_off
