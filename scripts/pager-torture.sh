@@ -3,7 +3,8 @@
 # Real programs under `uzswap run` with budgets far below their peak, in several cache
 # configurations: each program's output and exit status must equal a run without uzswap.
 # Usage: scripts/pager-torture.sh [FRAC ...]   (budget = plain peak RSS / FRAC; default 3 6)
-# Environment: UZSWAP (binary, default target/release/uzswap), ONLY="prog ..." and
+# Environment: UZSWAP (binary, default target/release/uzswap), PROGSET (1: the first ten
+# programs, the default; 2: eleven more, among them git, rustc, make and jq; all), ONLY="prog ..." and
 # CONF_ONLY="c0 ..." to run a subset, WORK (scratch directory, default a new temporary one),
 # TIMEOUT (seconds per run, default 900). Prints one line per run; exits 1 if any run differs.
 # Touches no kernel setting: every run is user space (the swap files go to WORK).
@@ -12,6 +13,9 @@ UZSWAP=$(realpath "${UZSWAP:-target/release/uzswap}")
 WORK=${WORK:-$(mktemp -d /tmp/uzswap-torture.XXXXXX)}
 PY=${PY:-$(command -v python3)}
 WORKLOADS=$(realpath "$(dirname "$0")/pager-workloads")
+REPO=$(realpath "$(dirname "$0")/..")
+# The second set reads this repository at a commit every clone has.
+REPO_COMMIT=31f39c5
 mkdir -p "$WORK" && cd "$WORK" || exit 2
 export UZSWAP_SWAP_DIR=$WORK
 
@@ -89,6 +93,43 @@ print $ctx->hexdigest, "\n";
 EOF
     cp "$WORKLOADS/JavaMap.java" .
 fi
+# The second set's inputs: this repository at a fixed commit, JSON, a Rust program, a Makefile,
+# a Node program with worker threads.
+if [ "${PROGSET:-1}" != 1 ] && [ ! -d repo ]; then
+    git clone -q "$REPO" repo && git -C repo checkout -q "$REPO_COMMIT" || exit 2
+    "$PY" - <<'EOF'
+import json, random
+random.seed(5)
+json.dump([{"k": i, "v": random.randrange(10**6), "s": "x" * (i % 23), "t": [random.random()] * (i % 4)}
+           for i in range(250000)], open("data.json", "w"))
+EOF
+    cat > hello.rs <<'EOF'
+use std::collections::BTreeMap;
+fn main() {
+    let mut m = BTreeMap::new();
+    for i in 0u64..200_000 { m.insert(i.wrapping_mul(0x9E37_79B9_7F4A_7C15), format!("v{i}")); }
+    let s: usize = m.values().map(|v| v.len()).sum();
+    println!("{} {}", m.len(), s);
+}
+EOF
+    mkdir -p mk && for i in 1 2 3 4; do
+        sed "s/\bf\([0-9]\)/g${i}_\1/g; s/int main()/int main$i()/" big.c > "mk/u$i.c"
+    done
+    printf 'all: u.a\nu.a: u1.o u2.o u3.o u4.o\n\tar rcD $@ $^\n%%.o: %%.c\n\tgcc -O2 -c -o $@ $<\nclean:\n\trm -f *.o u.a\n' > mk/Makefile
+    cat > node_workers.js <<'EOF'
+const { Worker, isMainThread, parentPort, workerData } = require('worker_threads');
+const crypto = require('crypto');
+function work(seed) {
+  const m = new Map(); let x = seed;
+  for (let i = 0; i < 250000; i++) { x = (x * 1103515245 + 12345) & 0x7fffffff; m.set('k' + i, [x, 'w'.repeat(i % 11)]); }
+  const h = crypto.createHash('sha256'); for (const [k, v] of m) h.update(k + v[0] + v[1]); return h.digest('hex');
+}
+if (isMainThread) {
+  const ps = [1, 2].map(s => new Promise(r => new Worker(__filename, { workerData: s }).on('message', r)));
+  Promise.all(ps).then(hs => console.log(hs.join(' '), work(3)));
+} else parentPort.postMessage(work(workerData));
+EOF
+fi
 
 # name|command (run with sh -c).
 PROGS=(
@@ -103,6 +144,25 @@ PROGS=(
     "sqlite3|sqlite3 :memory: \"pragma cache_size=-100000; create table t(a,b); with recursive c(x) as (select 1 union all select x+1 from c where x<400000) insert into t select x, printf('%08d-%d', (x*7919) % 1000003, x) from c; create index i on t(b); select count(*), sum(length(b)), max(b), min(b) from t;\""
     "java|java -XX:+UseSerialGC -Xmx256m JavaMap.java 400000 3"
 )
+PROGS2=(
+    "git_log|git -C repo log -p --stat $REPO_COMMIT | sha256sum"
+    "git_grep|git -C repo grep -n -e unsafe -e fn --threads=2 $REPO_COMMIT | sha256sum"
+    "tar_gz|tar -C repo -cf - --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner crates docs | gzip -6 -n | sha256sum"
+    "bzip2|bzip2 -9 -c words.txt | sha256sum"
+    "zstd19|zstd -19 -T2 -q -c words.txt | sha256sum"
+    "jq|jq -S -c 'group_by(.k % 97) | map({k: (.[0].k % 97), n: length, v: (map(.v) | add), s: (map(.s) | join(\"\") | length)})' data.json | sha256sum"
+    "awk|awk '{c[substr(\$1,1,3)]+=length(\$2)} END{n=0; for(k in c) n+=c[k]*length(k); print n, length(c)}' words.txt"
+    "rustc|rustc -O -o hello.bin hello.rs && ./hello.bin"
+    "make|make -s -C mk clean && make -s -j2 -C mk && sha256sum mk/u1.o mk/u4.o"
+    "java_g1|java -XX:+UseG1GC -XX:ParallelGCThreads=2 -Xmx256m JavaMap.java 400000 3"
+    "node_workers|node node_workers.js"
+)
+case "${PROGSET:-1}" in
+    1) ;;
+    2) PROGS=("${PROGS2[@]}") ;;
+    all) PROGS+=("${PROGS2[@]}") ;;
+    *) echo "PROGSET is 1, 2 or all" >&2; exit 2 ;;
+esac
 # name|flags; c4 writes back to the swap files with O_DIRECT; c5 adds fault-around.
 CONFS=(
     "c0|"

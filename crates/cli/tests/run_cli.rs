@@ -3218,3 +3218,70 @@ int main(void) {
     // Under a 32M budget most of the 300 MiB was paged out and came back intact.
     assert!(r["faults"]["from_pool"].as_u64().unwrap() > 1000, "{r}");
 }
+
+/// Waits on SIGTERM: prints "ready" once its handler is in place, then exits a second after the
+/// first SIGTERM with the number it got as its status (at most 20 s).
+const TERM_COUNTER: &str = r#"
+#include <signal.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+static volatile sig_atomic_t n;
+static void on_term(int s) { (void)s; n++; }
+int main(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sigaction(SIGTERM, &sa, 0);
+    char *heap = malloc(1 << 20);
+    memset(heap, 1, 1 << 20);
+    printf("ready\n");
+    fflush(stdout);
+    for (int i = 0; i < 2000 && !n; i++) usleep(10000);
+    struct timespec t = {1, 0};
+    while (nanosleep(&t, &t)) {}
+    return n + heap[4096] - 1;
+}
+"#;
+
+/// `uzswap run` under `kill` or `timeout`: a SIGTERM sent to uzswap alone goes on to the
+/// program, one sent to the whole process group (as `timeout` sends it) is not sent twice, and
+/// either way the run ends with the program's status and its report.
+#[test]
+fn a_terminated_run_relays_the_signal_once_and_still_reports() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::CommandExt;
+    if !uffd_ok() {
+        return;
+    }
+    ensure_preload();
+    let exe = compile("term_counter", TERM_COUNTER, &[]);
+    for (case, to_group) in [("uzswap alone", false), ("the process group", true)] {
+        let rep = workdir().join(format!("report-term-{to_group}.json"));
+        let _ = std::fs::remove_file(&rep);
+        let mut child = Command::new(uzswap())
+            .args(["run", "--memory-max", "64M", "--report"])
+            .arg(&rep)
+            .arg("--")
+            .arg(&exe)
+            .stdout(std::process::Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "ready\n", "{case}");
+        let pid = child.id() as i32;
+        // SAFETY: signalling the process (group) this test started.
+        unsafe { libc::kill(if to_group { -pid } else { pid }, libc::SIGTERM) };
+        let status = child.wait().unwrap();
+        // The program exits with the number of SIGTERMs it got: one.
+        assert_eq!(status.code(), Some(1), "{case}: {status:?}");
+        let r = report(&rep);
+        assert_eq!(r["exit_status"], 1, "{case}");
+    }
+}

@@ -485,11 +485,16 @@ fn run_inner(args: Args) -> Result<i32> {
         cmd.env("UZSWAP_TRACE_DIR", &t.raw_dir)
             .env("UZSWAP_TRACE_T0", uzswap_pager::sys::now_ns().to_string());
     }
+    // The relayed signals wait, blocked, until the program's pid is known.
+    let held = RelayedSignalsHeld::new();
+    let mask = held.0;
     // SAFETY: pre_exec runs in the child between fork and exec: only restoring the default
-    // disposition of SIGPIPE (Rust ignores it), which is async-signal-safe.
+    // disposition of SIGPIPE (Rust ignores it) and the signal mask uzswap was started with,
+    // both async-signal-safe.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut());
             Ok(())
         });
     }
@@ -504,6 +509,8 @@ fn run_inner(args: Args) -> Result<i32> {
         libc::signal(libc::SIGINT, libc::SIG_IGN);
         libc::signal(libc::SIGQUIT, libc::SIG_IGN);
     }
+    relay_signals_to(pid);
+    drop(held);
     let mut status = 0;
     // SAFETY: a zeroed rusage is valid; wait4 fills both out-parameters.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -556,6 +563,75 @@ fn run_inner(args: Args) -> Result<i32> {
         None => eprint!("{}", summary(&report)),
     }
     Ok(exit_status)
+}
+
+/// The program `relay` passes signals to (0 before it starts).
+static RELAY_TO: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The signals `relay_signals_to` relays.
+const RELAYED: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2];
+
+/// While alive, the relayed signals are blocked in this thread (the one that waits for the
+/// program), so that one sent while the program starts is relayed instead of killing uzswap.
+struct RelayedSignalsHeld(libc::sigset_t);
+
+impl RelayedSignalsHeld {
+    fn new() -> Self {
+        // SAFETY: building a signal set and blocking it in this thread; the old mask is kept
+        // and restored on drop.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in RELAYED {
+                libc::sigaddset(&mut set, sig);
+            }
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            RelayedSignalsHeld(old)
+        }
+    }
+}
+
+impl Drop for RelayedSignalsHeld {
+    fn drop(&mut self) {
+        // SAFETY: restoring the mask saved in `new`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.0, std::ptr::null_mut()) };
+    }
+}
+
+/// Termination and user signals sent to `uzswap run` go on to the program, so that `kill`,
+/// `timeout` or a job runner stopping a run still gets the run's report (with the program's
+/// exit status, e.g. 143 after SIGTERM) instead of an orphaned program and no report.
+///
+/// A signal that the program got already is not sent twice, the way `sudo` relays: one sent
+/// by the kernel (`si_pid` 0: a terminal's hangup goes to the whole foreground group) or by a
+/// process of our own process group (`timeout` and a shell's job control signal the group).
+fn relay_signals_to(pid: libc::pid_t) {
+    extern "C" fn relay(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+        // SAFETY: the kernel passes a valid siginfo to an SA_SIGINFO handler; getpgid and kill
+        // are async-signal-safe system calls, and errno is saved around them.
+        unsafe {
+            let errno = *libc::__errno_location();
+            let sender = (*info).si_pid();
+            let to = RELAY_TO.load(Relaxed);
+            if to > 0 && sender != 0 && libc::getpgid(sender) != libc::getpgid(0) {
+                libc::kill(to, sig);
+            }
+            *libc::__errno_location() = errno;
+        }
+    }
+    RELAY_TO.store(pid, Relaxed);
+    for sig in RELAYED {
+        // SAFETY: installing a handler that only makes async-signal-safe calls; SA_RESTART
+        // keeps wait4 waiting.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = relay as *const () as usize;
+            sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
