@@ -1369,6 +1369,70 @@ fn record_trace_writes_a_replayable_trace() {
     let mut pages = trace.clone().into_os_string();
     pages.push(".pages");
     assert!(std::fs::metadata(&pages).unwrap().len() > 4096);
+
+    // The run's budget and options are in the trace: the process tree is one cgroup with
+    // memory.max = SIZE, each process a cgroup under it.
+    let mut r = uzswap_trace::TraceReader::open(&trace).unwrap();
+    let h = r.header().clone();
+    assert_eq!(h.meta("budget_covers"), Some("resident+pool"));
+    assert_eq!(
+        h.meta("cache_options"),
+        Some("--total-memory 4194304"),
+        "SIZE covering the pool is the pool limit's reference"
+    );
+    let (mut tree, mut limit, mut processes, mut exits) = (None, None, 0, 0);
+    while let Some(rec) = r.next_event().unwrap() {
+        match rec.event {
+            uzswap_trace::Event::Cgroup { cg, parent, name } => {
+                if name == "uzswap-run" {
+                    assert_eq!(parent, 0);
+                    tree = Some(cg);
+                } else {
+                    assert!(name.starts_with("pid-"), "{name}");
+                    assert_eq!(Some(parent), tree, "{name} is in the tree's cgroup");
+                    processes += 1;
+                }
+            }
+            uzswap_trace::Event::MemoryMax { cg, bytes } => {
+                assert_eq!(Some(cg), tree);
+                limit = bytes;
+            }
+            uzswap_trace::Event::RemoveCgroup { .. } => exits += 1,
+            _ => {}
+        }
+    }
+    assert_eq!(limit, Some(4 << 20));
+    assert_eq!(processes, 1);
+    assert_eq!(
+        exits, 1,
+        "the process's exit frees its memory in the replay"
+    );
+
+    // Replayed as recorded, the budget makes it page; under a budget that holds it all, not.
+    let replay = |extra: &[&str]| -> serde_json::Value {
+        let out = Command::new(uzswap())
+            .arg("replay")
+            .arg("--trace")
+            .arg(&trace)
+            .args(["--json", "--swap-dir"])
+            .arg(workdir())
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let as_recorded = replay(&[]);
+    assert!(as_recorded["config"]["memory_max"].is_null());
+    assert_eq!(as_recorded["config"]["total_memory_bytes"], 4 << 20);
+    assert!(
+        as_recorded["counters"]["zswpout"].as_u64().unwrap() > 100,
+        "{}",
+        as_recorded["counters"]
+    );
+    let roomy = replay(&["--memory-max", "1G"]);
+    assert_eq!(roomy["config"]["memory_max"], 1u64 << 30);
+    assert_eq!(roomy["counters"]["zswpout"], 0, "{}", roomy["counters"]);
 }
 
 fn find_tool(names: &[&str]) -> Option<String> {

@@ -2502,6 +2502,9 @@ impl Pager {
     /// withdraws its pages from the tree's totals (at exit or exec).
     pub fn retire(&self) {
         let _g = InPager::enter();
+        if let Some(rec) = &self.rec {
+            rec.event(crate::record::EXIT, 0, 0);
+        }
         let c = {
             let _no_fork = self.fork_excluded();
             // Without a cache every counter is 0, under the same names.

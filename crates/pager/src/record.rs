@@ -14,6 +14,8 @@ pub const READ: u8 = 1;
 pub const WRITE: u8 = 2;
 pub const EVICT: u8 = 3;
 pub const FREE: u8 = 4;
+/// The process's image ends (exit, or an exec about to replace it): its memory is gone.
+pub const EXIT: u8 = 5;
 
 /// One raw record.
 #[repr(C)]

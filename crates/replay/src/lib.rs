@@ -64,6 +64,62 @@ pub enum ReplayError {
 pub enum Source {
     Builtin(Box<Builtin>),
     Trace(Box<TraceReader<BufReader<File>>>),
+    /// A trace replayed under another budget (`uzswap replay --trace FILE --memory-max SIZE`).
+    LimitedTrace(Box<LimitedTrace>),
+}
+
+/// A trace whose top-level cgroups (children of the root) get `memory.max` = `bytes` when they
+/// are created, in place of the trace's own `memory.max` events for them; their descendants'
+/// limits stay the trace's. A recording of `uzswap run` has one top-level cgroup, the process
+/// tree's, so this replays it under another SIZE.
+pub struct LimitedTrace {
+    reader: TraceReader<BufReader<File>>,
+    bytes: Option<u64>,
+    /// By cgroup number: a child of the root.
+    top_level: Vec<bool>,
+    /// The limit event that follows a top-level cgroup's creation.
+    pending: Option<Event>,
+}
+
+impl LimitedTrace {
+    pub fn new(reader: TraceReader<BufReader<File>>, bytes: Option<u64>) -> LimitedTrace {
+        LimitedTrace {
+            reader,
+            bytes,
+            top_level: Vec::new(),
+            pending: None,
+        }
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, ReplayError> {
+        if let Some(e) = self.pending.take() {
+            return Ok(Some(e));
+        }
+        loop {
+            let Some(r) = self.reader.next_event()? else {
+                return Ok(None);
+            };
+            match r.event {
+                Event::Cgroup { cg, parent, .. } => {
+                    let i = cg as usize;
+                    if self.top_level.len() <= i {
+                        self.top_level.resize(i + 1, false);
+                    }
+                    self.top_level[i] = parent == 0;
+                    if parent == 0 {
+                        self.pending = Some(Event::MemoryMax {
+                            cg,
+                            bytes: self.bytes,
+                        });
+                    }
+                    return Ok(Some(r.event));
+                }
+                Event::MemoryMax { cg, .. }
+                    if self.top_level.get(cg as usize).copied().unwrap_or(false) => {}
+                e => return Ok(Some(e)),
+            }
+        }
+    }
 }
 
 impl Source {
@@ -72,6 +128,7 @@ impl Source {
         match self {
             Source::Builtin(b) => Ok(b.next_event()),
             Source::Trace(t) => Ok(t.next_event()?.map(|r| r.event)),
+            Source::LimitedTrace(t) => t.next_event(),
         }
     }
 
@@ -89,6 +146,15 @@ impl Source {
                     }
                 }
             }
+            Source::LimitedTrace(t) => {
+                out.clear();
+                while out.len() < min {
+                    match t.next_event()? {
+                        Some(e) => out.push(e),
+                        None => break,
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -97,7 +163,7 @@ impl Source {
     pub fn total_events(&self) -> Option<u64> {
         match self {
             Source::Builtin(b) => Some(b.total_events()),
-            Source::Trace(_) => None,
+            Source::Trace(_) | Source::LimitedTrace(_) => None,
         }
     }
 
@@ -105,12 +171,16 @@ impl Source {
     pub fn name(&self) -> String {
         match self {
             Source::Builtin(b) => b.name().to_string(),
-            Source::Trace(t) => t
-                .header()
-                .meta("workload")
-                .map_or_else(|| t.name().to_string(), str::to_string),
+            Source::Trace(t) => trace_name(t),
+            Source::LimitedTrace(t) => trace_name(&t.reader),
         }
     }
+}
+
+fn trace_name(t: &TraceReader<BufReader<File>>) -> String {
+    t.header()
+        .meta("workload")
+        .map_or_else(|| t.name().to_string(), str::to_string)
 }
 
 /// Events between prefetching the memory an access needs (its page's flags and content
@@ -282,10 +352,12 @@ fn apply_batch(
 
 /// Swap slots for a workload spanning `footprint_pages` pages in all: twice the footprint
 /// (so the swap is never more than half full and `vm_swap_full` stays false, as on a machine
-/// with ample swap), at least 64 Ki slots, in whole 512-slot clusters.
+/// with ample swap), at least 64 Ki slots, in whole 512-slot clusters, at most the swap
+/// file's limit (`uzswap_backing::MAX_SLOTS`).
 pub fn swap_slots_for(footprint_pages: u64) -> u32 {
-    let n = (2 * footprint_pages + 1024).max(1 << 16);
-    u32::try_from(n.div_ceil(512) * 512).unwrap_or(u32::MAX - 511)
+    let max = uzswap_backing::MAX_SLOTS / 512 * 512;
+    let n = (2 * footprint_pages.min(max) + 1024).max(1 << 16);
+    (n.div_ceil(512) * 512).min(max) as u32
 }
 
 /// The compression ratio (uncompressed / pool bytes) of a sample of `corpus` with `alg`,
@@ -309,4 +381,24 @@ pub fn estimate_ratio(corpus: &uzswap_corpus::Pages, alg: uzswap_compress::Algor
         };
     }
     (n * 4096) as f64 / bytes.max(1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::swap_slots_for;
+
+    #[test]
+    fn swap_slots_are_whole_clusters_within_the_swap_files_limit() {
+        assert_eq!(swap_slots_for(0), 1 << 16);
+        assert_eq!(
+            swap_slots_for(100_000),
+            (200_000u32 + 1024).div_ceil(512) * 512
+        );
+        // A recording of a process tree spans far more pages than exist: clamped, not wrapped.
+        for huge in [1u64 << 31, 1 << 40, u64::MAX / 2, u64::MAX] {
+            let n = swap_slots_for(huge);
+            assert_eq!(u64::from(n), uzswap_backing::MAX_SLOTS, "{huge}");
+            assert_eq!(n % 512, 0);
+        }
+    }
 }

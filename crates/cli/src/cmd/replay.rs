@@ -14,7 +14,7 @@ use uzswap_corpus::Pages;
 use uzswap_mm::Accounting;
 use uzswap_replay::kernel::{self, KernelOptions};
 use uzswap_replay::workload::{self, Builtin, CgroupLayout, WorkloadParams};
-use uzswap_replay::{report, Replay, ReplayOptions, Report, Source};
+use uzswap_replay::{report, LimitedTrace, Replay, ReplayOptions, Report, Source};
 use uzswap_trace::{Event, PageSource, TraceReader};
 use uzswap_zswap::{Algorithm, Params};
 
@@ -38,9 +38,11 @@ pub struct Args {
     /// A trace file (docs/trace-format.md), text or binary.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// memory.max of the workload's cgroup(s) (K, M, G suffixes).
-    #[arg(long, value_name = "SIZE", default_value = "256M", value_parser = parse_size)]
-    pub memory_max: u64,
+    /// memory.max of the workload's cgroup(s) (K, M, G suffixes; default 256M). With --trace,
+    /// the memory.max of the trace's top-level cgroups in place of the trace's own (a
+    /// recording of `uzswap run`: its process tree's budget); without it, the trace's own.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub memory_max: Option<u64>,
     /// Accounting of memory.max: v2 charges the compressed pool to the cgroup, v1 does not
     /// (this machine's kernel; `--kernel` uses v1).
     #[arg(long, value_name = "v1|v2", value_parser = ["v1", "v2"])]
@@ -215,9 +217,22 @@ fn kernel_has_compressor(name: &str) -> bool {
 }
 
 /// Settle the cache options for this run; returns the options in force and notes.
-fn settle_options(args: &Args, workload: &str) -> anyhow::Result<(CacheOptions, Vec<String>)> {
+fn settle_options(
+    args: &Args,
+    workload: &str,
+    recorded: Option<&str>,
+) -> anyhow::Result<(CacheOptions, Vec<String>)> {
     let mut o = args.cache.clone();
     let mut notes = Vec::new();
+    // A recording of `uzswap run` carries the run's cache options: the replay's defaults.
+    if let Some(r) = recorded.filter(|r| !r.trim().is_empty()) {
+        let rec = CacheOptions::parse_str(r)
+            .with_context(|| "the trace's recorded cache options (meta cache_options)")?;
+        o = rec.overlay(&o);
+        notes.push(format!(
+            "the recorded run's cache options, where not given here: {r}"
+        ));
+    }
     if workload == "active-vs-background" && o.max_pool_percent.is_none() {
         o.max_pool_percent = Some(1);
         notes.push(
@@ -304,9 +319,13 @@ struct Plan {
 
 fn source(args: &Args, plan: &Plan) -> anyhow::Result<Source> {
     Ok(match &args.trace {
-        Some(p) => Source::Trace(Box::new(
-            TraceReader::open(p).map_err(|e| anyhow::anyhow!("{e}"))?,
-        )),
+        Some(p) => {
+            let r = TraceReader::open(p).map_err(|e| anyhow::anyhow!("{e}"))?;
+            match args.memory_max {
+                Some(b) => Source::LimitedTrace(Box::new(LimitedTrace::new(r, Some(b)))),
+                None => Source::Trace(Box::new(r)),
+            }
+        }
         None => Source::Builtin(Box::new(
             Builtin::new(&plan.name, plan.wparams.as_ref().expect("built-in"))
                 .expect("known workload"),
@@ -314,13 +333,44 @@ fn source(args: &Args, plan: &Plan) -> anyhow::Result<Source> {
     })
 }
 
-/// A trace's cgroups and the pages each spans (one pass over the trace).
-fn scan_trace(path: &PathBuf) -> anyhow::Result<(Vec<CgroupLayout>, u64)> {
+/// memory.max of a built-in workload's cgroups when --memory-max is not given.
+const DEFAULT_MEMORY_MAX: u64 = 256 << 20;
+
+/// The limit a replay runs under, for its reports.
+fn limit_label(args: &Args) -> String {
+    match (args.memory_max, &args.trace) {
+        (Some(b), _) => format!("{} MiB", b >> 20),
+        (None, Some(_)) => "the trace's own".into(),
+        (None, None) => format!("{} MiB", DEFAULT_MEMORY_MAX >> 20),
+    }
+}
+
+/// What one pass over a trace tells before it is replayed.
+struct TraceScan {
+    /// Its cgroups and the pages each one's address space spans.
+    layout: Vec<CgroupLayout>,
+    events: u64,
+    /// Its writes: a bound on the pages it can swap out (a page never written reads as the
+    /// zero page and is never swapped), far below the spans of a recording whose processes'
+    /// pages are numbered apart.
+    writes: u64,
+    /// The header's `budget_covers` and `cache_options` (a recording of `uzswap run`).
+    budget_covers: Option<String>,
+    cache_options: Option<String>,
+}
+
+/// Scans a trace (one pass).
+fn scan_trace(path: &PathBuf) -> anyhow::Result<TraceScan> {
     let mut r = TraceReader::open(path).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let budget_covers = r.header().meta("budget_covers").map(str::to_string);
+    let cache_options = r.header().meta("cache_options").map(str::to_string);
     let mut layout: Vec<CgroupLayout> = Vec::new();
-    let mut events = 0;
+    let (mut events, mut writes) = (0, 0);
     while let Some(rec) = r.next_event().map_err(|e| anyhow::anyhow!("{e}"))? {
         events += 1;
+        if let Event::Write { .. } = rec.event {
+            writes += 1;
+        }
         match rec.event {
             Event::Cgroup { name, .. } => layout.push(CgroupLayout { name, pages: 0 }),
             Event::Read { cg, page } | Event::Write { cg, page, .. } if cg > 0 => {
@@ -330,24 +380,33 @@ fn scan_trace(path: &PathBuf) -> anyhow::Result<(Vec<CgroupLayout>, u64)> {
             _ => {}
         }
     }
-    Ok((layout, events))
+    Ok(TraceScan {
+        layout,
+        events,
+        writes,
+        budget_covers,
+        cache_options,
+    })
 }
 
 fn plan(
     args: &Args,
     opts: &CacheOptions,
     corpus: &Pages,
-    trace_layout: Option<&[CgroupLayout]>,
+    trace: Option<&TraceScan>,
 ) -> anyhow::Result<Plan> {
     let params = opts.to_params()?;
-    let accounting = match (args.cgroup.as_deref(), args.kernel) {
+    // A recording of `uzswap run --budget-covers resident` is replayed as cgroup v1 charges
+    // (the pool outside the budget) unless --cgroup says otherwise.
+    let recorded_v1 = trace.and_then(|t| t.budget_covers.as_deref()) == Some("resident");
+    let accounting = match (args.cgroup.as_deref(), args.kernel || recorded_v1) {
         (Some("v2"), true) => {
             bail!("--kernel compares cgroup v1 limits (this machine's kernel): drop --cgroup v2")
         }
         (Some("v1"), _) | (None, true) => Accounting::V1,
         _ => Accounting::V2,
     };
-    let (name, layout, wparams) = match (&args.workload, trace_layout) {
+    let (name, layout, wparams) = match (&args.workload, trace.map(|t| &t.layout[..])) {
         (_, Some(l)) => (
             args.trace
                 .as_ref()
@@ -364,7 +423,7 @@ fn plan(
                 );
             }
             let wp = WorkloadParams {
-                memory_max_pages: args.memory_max / 4096,
+                memory_max_pages: args.memory_max.unwrap_or(DEFAULT_MEMORY_MAX) / 4096,
                 scale: args.scale,
                 seed: args.seed,
                 pool_limit_pages: params.max_pool_pages(),
@@ -376,7 +435,10 @@ fn plan(
         }
         (None, None) => bail!("give --workload NAME or --trace FILE"),
     };
-    let footprint: u64 = layout.iter().map(|l| l.pages).sum();
+    let mut footprint: u64 = layout.iter().map(|l| l.pages).sum();
+    if let Some(t) = trace {
+        footprint = footprint.min(t.writes);
+    }
     Ok(Plan {
         name,
         accounting,
@@ -423,7 +485,7 @@ fn progress_bar(total: Option<u64>, label: &str, quiet: bool) -> Option<indicati
 
 fn config_json(plan: &Plan, args: &Args, opts: &CacheOptions) -> serde_json::Value {
     serde_json::json!({
-        "memory_max": args.memory_max,
+        "memory_max": args.memory_max.or(args.trace.is_none().then_some(DEFAULT_MEMORY_MAX)),
         "cgroup": match plan.accounting { Accounting::V1 => "v1", Accounting::V2 => "v2" },
         "seed": args.seed,
         "scale": args.scale,
@@ -448,17 +510,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bail!("--scale must be positive");
     }
     let mut header_pages = None;
-    let mut trace_layout = None;
-    let mut trace_events = None;
+    let mut trace = None;
     if let Some(p) = &args.trace {
         let r = TraceReader::open(p).map_err(|e| anyhow::anyhow!("{e}"))?;
         header_pages = Some(r.header().pages.clone());
-        let (l, n) = scan_trace(p)?;
-        trace_layout = Some(l);
-        trace_events = Some(n);
+        trace = Some(scan_trace(p)?);
     }
     let wname = args.workload.clone().unwrap_or_default();
-    let (opts, notes) = settle_options(&args, &wname)?;
+    let (opts, notes) = settle_options(
+        &args,
+        &wname,
+        trace.as_ref().and_then(|t| t.cache_options.as_deref()),
+    )?;
     for n in &notes {
         note(n);
     }
@@ -469,14 +532,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     if !args.compare.is_empty() {
-        return run_compare(&args, &opts, &corpus, trace_layout.as_deref());
+        return run_compare(&args, &opts, &corpus, trace.as_ref());
     }
-    let plan = plan(&args, &opts, &corpus, trace_layout.as_deref())?;
+    let plan = plan(&args, &opts, &corpus, trace.as_ref())?;
     if let Some(path) = &args.save_trace {
         return save_trace(&args, &plan, path);
     }
     let mut src = source(&args, &plan)?;
-    let total = src.total_events().or(trace_events);
+    let total = src.total_events().or(trace.as_ref().map(|t| t.events));
     let every = if args.timeline.is_some() || args.plot.is_some() {
         (total.unwrap_or(1 << 20) / 400).max(256)
     } else {
@@ -538,9 +601,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if let Some(p) = &args.plot {
         let title = format!(
-            "{} (memory.max {} MiB, {})",
+            "{} (memory.max {}, {})",
             report.workload,
-            args.memory_max >> 20,
+            limit_label(&args),
             plan.params.compressor
         );
         std::fs::write(p, uzswap_replay::plot::svg(&title, &report.timeline))
@@ -551,9 +614,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let out = {
         let mut s = format!(
-            "uzswap replay: {} under memory.max {} MiB (cgroup {}), {} (max_pool_percent {}, accept {}%, proactive shrink {})\n",
+            "uzswap replay: {} under memory.max {} (cgroup {}), {} (max_pool_percent {}, accept {}%, proactive shrink {})\n",
             report.workload,
-            args.memory_max >> 20,
+            limit_label(&args),
             match plan.accounting {
                 Accounting::V1 => "v1",
                 Accounting::V2 => "v2",
@@ -607,12 +670,12 @@ fn run_compare(
     args: &Args,
     base: &CacheOptions,
     corpus: &Arc<Pages>,
-    trace_layout: Option<&[CgroupLayout]>,
+    trace: Option<&TraceScan>,
 ) -> anyhow::Result<()> {
     let mut plans = Vec::new();
     for s in &args.compare {
         let o = base.overlay(&CacheOptions::parse_str(s)?);
-        let p = plan(args, &o, corpus, trace_layout)?;
+        let p = plan(args, &o, corpus, trace)?;
         plans.push((s.clone(), p));
     }
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -658,9 +721,9 @@ fn run_compare(
         emit_json(&v)
     } else {
         emit(&format!(
-            "uzswap replay --compare: {} under memory.max {} MiB ({} runs in parallel)\n{}",
+            "uzswap replay --compare: {} under memory.max {} ({} runs in parallel)\n{}",
             runs.first().map(|(_, r)| r.workload.as_str()).unwrap_or(""),
-            args.memory_max >> 20,
+            limit_label(args),
             runs.len(),
             report::compare_table(&runs)
         ))

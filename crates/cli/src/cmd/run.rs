@@ -428,7 +428,26 @@ fn run_inner(args: Args) -> Result<i32> {
         }
     }
     let trace = match &args.record_trace {
-        Some(path) => Some(crate::cmd::run_trace::Recording::create(path)?),
+        Some(path) => {
+            // The cache options the pager ran with, for the replay's defaults: the flags given,
+            // and the pool's reference size where SIZE covering the pool implied it.
+            let mut opts = args.cache.clone();
+            if covers_pool && opts.total_memory.is_none() {
+                opts.total_memory = Some(args.memory_max.to_string());
+            }
+            let opts = opts
+                .pairs()
+                .iter()
+                .map(|(n, v)| format!("--{n} {v}"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            Some(crate::cmd::run_trace::Recording::create(
+                path,
+                args.memory_max,
+                covers_pool,
+                opts,
+            )?)
+        }
         None => None,
     };
     let mut cmd = std::process::Command::new(&args.cmd[0]);

@@ -8,24 +8,42 @@
 //! page as it was when evicted. Accesses to resident pages raise no fault and are not in it.
 //! A written page's content is the one it had at its next eviction (zero if it was never
 //! evicted again). Each process of the tree is one cgroup (`pid-N`), as the format numbers
-//! pages per address space; page numbers are virtual addresses / 4096.
+//! pages per address space; page numbers are virtual addresses / 4096. The processes' cgroups
+//! are children of one cgroup for the tree (`uzswap-run`) whose `memory.max` is the run's
+//! SIZE, so that a replay holds the tree to one budget as the run did; the header's meta
+//! `budget_covers` says whether that budget covered the pool (`uzswap replay` then charges it,
+//! as cgroup v2 does) or resident memory alone (cgroup v1), and `cache_options` the run's cache
+//! flags, which the replay takes where its own command line does not say otherwise. A process's
+//! exit (or exec) removes its cgroup, which frees its pages in the replay; a page written where
+//! the pager could not see it (filled by fault-around, written while resident) gets a write at
+//! its eviction, with the contents evicted.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use uzswap_pager::record::{Raw, EVICT, FREE, RAW_BYTES, READ, WRITE};
+use uzswap_pager::record::{Raw, EVICT, EXIT, FREE, RAW_BYTES, READ, WRITE};
 use uzswap_trace::{Content, Format, Header, PageSource, TraceWriter};
 
 pub struct Recording {
     pub raw_dir: PathBuf,
     out: PathBuf,
+    /// The run's SIZE and whether it covers the pool.
+    budget: u64,
+    covers_pool: bool,
+    /// The run's cache options, as flags (`--compressor lzo ...`).
+    cache_options: String,
 }
 
 impl Recording {
-    pub fn create(out: &Path) -> Result<Recording> {
+    pub fn create(
+        out: &Path,
+        budget: u64,
+        covers_pool: bool,
+        cache_options: String,
+    ) -> Result<Recording> {
         let mut raw_dir = out.as_os_str().to_owned();
         raw_dir.push(".raw.d");
         let raw_dir = PathBuf::from(raw_dir);
@@ -37,6 +55,9 @@ impl Recording {
         Ok(Recording {
             raw_dir,
             out: out.to_path_buf(),
+            budget,
+            covers_pool,
+            cache_options,
         })
     }
 
@@ -87,25 +108,73 @@ impl Recording {
             .with_context(|| format!("writing {}", self.out.display()))?;
         let header = Header {
             pages: PageSource::File(pages_path.clone()),
-            meta: vec![("recorder".into(), "uzswap run".into())],
+            meta: vec![
+                ("recorder".into(), "uzswap run".into()),
+                (
+                    "budget_covers".into(),
+                    if self.covers_pool {
+                        "resident+pool"
+                    } else {
+                        "resident"
+                    }
+                    .into(),
+                ),
+                ("cache_options".into(), self.cache_options.clone()),
+            ],
         };
         let mut w = TraceWriter::new(BufWriter::new(out), Format::Binary, &header)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let t0 = recs.first().map(|r| r.time_ns);
+        let tree = w
+            .cgroup("uzswap-run", 0, t0)
+            .and_then(|cg| {
+                w.event(
+                    t0,
+                    &uzswap_trace::Event::MemoryMax {
+                        cg,
+                        bytes: Some(self.budget),
+                    },
+                )?;
+                Ok(cg)
+            })
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let mut cgs: HashMap<u32, u32> = HashMap::new();
-        let mut last_t = 0u64;
+        let mut last_t = t0.unwrap_or(0);
+        // The content the trace gives each page so far, by process: pages written where the
+        // pager could not see it (filled by fault-around, written while resident) get a write
+        // at their eviction, so that the replay holds them with the contents the run evicted.
+        let mut known: HashMap<u32, BTreeMap<u64, Content>> = HashMap::new();
+        let contents = std::fs::File::open(&pages_path)
+            .with_context(|| format!("reading {}", pages_path.display()))?;
+        let page_at = |i: u32| -> Result<Vec<u8>> {
+            let mut b = vec![0u8; 4096];
+            contents.read_exact_at(&mut b, 4096 * (1 + u64::from(i)))?;
+            Ok(b)
+        };
         for r in &recs {
             let t = r.time_ns.max(last_t);
             last_t = t;
+            if r.kind == EXIT {
+                // Its memory goes with it: the replay frees a removed cgroup's pages. A later
+                // record of the pid (a failed exec's image going on) starts a new cgroup.
+                if let Some(cg) = cgs.remove(&r.pid) {
+                    known.remove(&r.pid);
+                    w.event(Some(t), &uzswap_trace::Event::RemoveCgroup { cg })
+                        .map_err(|e| anyhow::anyhow!("{e}"))?;
+                }
+                continue;
+            }
             let cg = match cgs.get(&r.pid) {
                 Some(&c) => c,
                 None => {
                     let c = w
-                        .cgroup(&format!("pid-{}", r.pid), 0, Some(t))
+                        .cgroup(&format!("pid-{}", r.pid), tree, Some(t))
                         .map_err(|e| anyhow::anyhow!("{e}"))?;
                     cgs.insert(r.pid, c);
                     c
                 }
             };
+            let pages = known.entry(r.pid).or_default();
             let res = match r.kind {
                 READ => w.read(cg, r.page, Some(t)),
                 WRITE => {
@@ -114,15 +183,34 @@ impl Recording {
                         .and_then(|q| q.front().copied())
                         .map(Content::Page)
                         .unwrap_or(Content::Zero);
+                    pages.insert(r.page, c);
                     w.write(cg, r.page, c, Some(t))
                 }
                 EVICT => {
                     if let Some(q) = evicts.get_mut(&(r.pid, r.page)) {
                         q.pop_front();
                     }
-                    Ok(())
+                    let evicted = page_at(r.arg)?;
+                    let unchanged = match pages.get(&r.page) {
+                        Some(&Content::Page(i)) => i == r.arg || page_at(i)? == evicted,
+                        Some(&Content::Zero) => evicted.iter().all(|&b| b == 0),
+                        None => false,
+                    };
+                    if unchanged {
+                        Ok(())
+                    } else {
+                        pages.insert(r.page, Content::Page(r.arg));
+                        w.write(cg, r.page, Content::Page(r.arg), Some(t))
+                    }
                 }
-                FREE => w.free(cg, r.page, u64::from(r.arg), Some(t)),
+                FREE => {
+                    let end = r.page.saturating_add(u64::from(r.arg));
+                    let gone: Vec<u64> = pages.range(r.page..end).map(|(&p, _)| p).collect();
+                    for p in gone {
+                        pages.remove(&p);
+                    }
+                    w.free(cg, r.page, u64::from(r.arg), Some(t))
+                }
                 _ => Ok(()),
             };
             res.map_err(|e| anyhow::anyhow!("{e}"))?;
