@@ -1433,6 +1433,23 @@ fn record_trace_writes_a_replayable_trace() {
     let roomy = replay(&["--memory-max", "1G"]);
     assert_eq!(roomy["config"]["memory_max"], 1u64 << 30);
     assert_eq!(roomy["counters"]["zswpout"], 0, "{}", roomy["counters"]);
+
+    // The live kernel replays it in nested cgroups (the process's under the tree's), its
+    // runner started at the process's creation and stopped at its exit.
+    if !uzswap_kernel::kernel_tests_enabled() {
+        println!("SKIPPED: the recorded trace on the live kernel: set UZSWAP_KERNEL_TESTS=1");
+        return;
+    }
+    if let Some(why) = uzswap_replay::kernel::unavailable() {
+        println!("SKIPPED: the recorded trace on the live kernel: {why}");
+        return;
+    }
+    let k = replay(&["--memory-max", "64M", "--kernel", "--compressor", "lzo"]);
+    let cgroups = k["kernel"]["cgroups"].to_string();
+    assert!(
+        cgroups.contains("uzswap-run") && cgroups.contains("pid-"),
+        "{cgroups}"
+    );
 }
 
 fn find_tool(names: &[&str]) -> Option<String> {

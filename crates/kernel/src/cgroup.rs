@@ -83,13 +83,24 @@ impl MemCgroup {
     /// path component and must not exist yet (a leftover of a crashed run is reported as
     /// `Busy`, never adopted).
     pub fn create(name: &str) -> Result<MemCgroup> {
+        let ctl = memory_controller()?;
+        let root = ctl.root.clone();
+        Self::create_in(ctl, &root, name)
+    }
+
+    /// Create `name` under `parent` (whose limits then cover it, as the kernel charges a
+    /// cgroup's ancestors too). Drop or remove it before `parent`.
+    pub fn create_under(parent: &MemCgroup, name: &str) -> Result<MemCgroup> {
+        Self::create_in(parent.ctl.clone(), &parent.path, name)
+    }
+
+    fn create_in(ctl: MemoryController, dir: &Path, name: &str) -> Result<MemCgroup> {
         if name.is_empty() || name.contains('/') || name == "." || name == ".." {
             return Err(Error::InvalidArgument(format!(
                 "cgroup name {name:?}: expected one path component"
             )));
         }
-        let ctl = memory_controller()?;
-        let path = ctl.root.join(name);
+        let path = dir.join(name);
         std::fs::create_dir(&path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::AlreadyExists {
                 Error::Busy(format!("cgroup {} already exists", path.display()))

@@ -223,7 +223,8 @@ impl Drop for Runner {
 /// Everything the run changed, undone in field order on drop: runners, cgroups, zswap
 /// parameters, swap file, debugfs mount, lock.
 struct Session {
-    runners: Vec<Runner>,
+    /// By layout index: None before its cgroup is made (a nested one starts with its event).
+    runners: Vec<Option<Runner>>,
     cgroups: Vec<Option<MemCgroup>>,
     params: ParamGuard,
     swap: Option<swap::SwapFile>,
@@ -235,11 +236,14 @@ struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        for r in &mut self.runners {
+        for r in self.runners.iter_mut().flatten() {
             r.stop();
         }
         self.runners.clear();
-        self.cgroups.clear();
+        // Children before their parents, which were made first.
+        while let Some(c) = self.cgroups.pop() {
+            drop(c);
+        }
         if let Err(e) = self.params.restore() {
             eprintln!("uzswap: warning: restoring zswap parameters: {e}");
         }
@@ -278,6 +282,87 @@ fn corpus_memfd(corpus: &uzswap_corpus::Pages) -> Result<OwnedFd, ReplayError> {
     f.write_all(corpus.as_bytes())
         .map_err(|e| ReplayError::Kernel(format!("writing the corpus memfd: {e}")))?;
     Ok(OwnedFd::from(f))
+}
+
+/// Makes cgroup `i` of `layout` (under its parent, as the trace nests them) and starts its
+/// runner in it; returns the runner's own charge.
+fn start_cgroup(
+    s: &mut Session,
+    opts: &KernelOptions,
+    layout: &[CgroupLayout],
+    i: usize,
+    corpus_pages: u64,
+) -> Result<u64, ReplayError> {
+    let l = &layout[i];
+    // A trace's cgroups nest as in the trace (a recording of `uzswap run`: the tree's
+    // budget on a parent of its processes' cgroups).
+    let parent = match l.parent {
+        0 => None,
+        p => Some(
+            s.cgroups
+                .get(p as usize - 1)
+                .and_then(Option::as_ref)
+                .ok_or_else(|| {
+                    ReplayError::Kernel(format!("cgroup {}: its parent comes later", l.name))
+                })?,
+        ),
+    };
+    let cg = match parent {
+        None => MemCgroup::create(&format!(
+            "uzswap-replay-{}-{}-{}",
+            std::process::id(),
+            i + 1,
+            l.name
+        )),
+        Some(p) => MemCgroup::create_under(p, &format!("{}-{}", i + 1, l.name)),
+    }
+    .map_err(kerr("memory cgroup"))?;
+    let mut cmd = Command::new(&opts.exe);
+    cmd.arg("__replay-runner")
+        .arg("--pages")
+        .arg(l.pages.to_string())
+        .arg("--corpus-fd")
+        .arg(s._corpus.as_raw_fd().to_string())
+        .arg("--corpus-pages")
+        .arg(corpus_pages.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    // SAFETY: setpgid is async-signal-safe and touches no memory of the parent; the runner
+    // leaves the terminal's process group so Ctrl-C reaches only us, and we stop it.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setpgid(0, 0);
+            Ok(())
+        })
+    };
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| ReplayError::Kernel(format!("starting {}: {e}", opts.exe.display())))?;
+    let stdin = child.stdin.take();
+    let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut line = String::new();
+    let read = stdout.read_line(&mut line);
+    let r = Runner {
+        child,
+        stdin,
+        stdout,
+        buf: Vec::with_capacity(1 << 16),
+        pages: l.pages,
+    };
+    read.map_err(|e| ReplayError::Kernel(format!("runner: {e}")))?;
+    if !line.starts_with(runner::READY) {
+        return Err(ReplayError::Kernel(format!(
+            "runner for cgroup {} did not start: {line:?}",
+            l.name
+        )));
+    }
+    cg.attach(r.child.id())
+        .map_err(kerr("moving the runner into its cgroup"))?;
+    let bytes = cg.usage_bytes().unwrap_or(0);
+    s.runners[i] = Some(r);
+    s.cgroups[i] = Some(cg);
+    Ok(bytes)
 }
 
 /// Run `src` (a fresh instance of the replayed workload) on the live kernel.
@@ -339,60 +424,16 @@ pub fn run(
         .set("enabled", "Y")
         .map_err(kerr("zswap enabled"))?;
     let corpus_pages = corpus.len() as u64;
-    let mut runner_bytes = Vec::new();
+    s.runners = (0..layout.len()).map(|_| None).collect();
+    s.cgroups = (0..layout.len()).map(|_| None).collect();
+    // A top-level cgroup starts now; a nested one (a recording's process, under the tree's
+    // cgroup) when the trace creates it, and stops when it removes it, so that only the live
+    // ones' runners are charged inside the budget.
+    let mut runner_bytes = vec![0; layout.len()];
     for (i, l) in layout.iter().enumerate() {
-        let cg = MemCgroup::create(&format!(
-            "uzswap-replay-{}-{}-{}",
-            std::process::id(),
-            i + 1,
-            l.name
-        ))
-        .map_err(kerr("memory cgroup"))?;
-        let mut cmd = Command::new(&opts.exe);
-        cmd.arg("__replay-runner")
-            .arg("--pages")
-            .arg(l.pages.to_string())
-            .arg("--corpus-fd")
-            .arg(s._corpus.as_raw_fd().to_string())
-            .arg("--corpus-pages")
-            .arg(corpus_pages.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        // SAFETY: setpgid is async-signal-safe and touches no memory of the parent; the runner
-        // leaves the terminal's process group so Ctrl-C reaches only us, and we stop it.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setpgid(0, 0);
-                Ok(())
-            })
-        };
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| ReplayError::Kernel(format!("starting {}: {e}", opts.exe.display())))?;
-        let stdin = child.stdin.take();
-        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-        let mut line = String::new();
-        let read = stdout.read_line(&mut line);
-        let r = Runner {
-            child,
-            stdin,
-            stdout,
-            buf: Vec::with_capacity(1 << 16),
-            pages: l.pages,
-        };
-        read.map_err(|e| ReplayError::Kernel(format!("runner: {e}")))?;
-        if !line.starts_with(runner::READY) {
-            return Err(ReplayError::Kernel(format!(
-                "runner for cgroup {} did not start: {line:?}",
-                l.name
-            )));
+        if l.parent == 0 {
+            runner_bytes[i] = start_cgroup(&mut s, opts, layout, i, corpus_pages)?;
         }
-        cg.attach(r.child.id())
-            .map_err(kerr("moving the runner into its cgroup"))?;
-        runner_bytes.push(cg.usage_bytes().unwrap_or(0));
-        s.runners.push(r);
-        s.cgroups.push(Some(cg));
     }
     let before = snapshot()?;
     let t0 = Instant::now();
@@ -400,7 +441,8 @@ pub fn run(
     let mut token = 1u32;
     let mut events = 0u64;
     let sync_all = |s: &mut Session, token: &mut u32| -> Result<(), ReplayError> {
-        for r in &mut s.runners {
+        // A removed cgroup's runner has stopped: nothing of it to wait for.
+        for r in s.runners.iter_mut().flatten().filter(|r| r.stdin.is_some()) {
             *token = token.wrapping_add(1);
             r.sync(*token)?;
         }
@@ -433,13 +475,15 @@ pub fn run(
             | Event::Free { cg, page, .. } => {
                 let i = idx(cg)?;
                 if current != Some(i) {
-                    if let Some(c) = current {
+                    if let Some(r) = current.and_then(|c| s.runners[c].as_mut()) {
                         token = token.wrapping_add(1);
-                        s.runners[c].sync(token)?;
+                        r.sync(token)?;
                     }
                     current = Some(i);
                 }
-                let r = &mut s.runners[i];
+                let r = s.runners[i].as_mut().ok_or_else(|| {
+                    ReplayError::Kernel(format!("event for cgroup {} before it", layout[i].name))
+                })?;
                 if page >= r.pages {
                     return Err(ReplayError::Kernel(format!(
                         "page {page} beyond cgroup {}'s {} pages",
@@ -481,6 +525,9 @@ pub fn run(
                         layout[i].name
                     )));
                 }
+                if s.runners[i].is_none() {
+                    runner_bytes[i] = start_cgroup(&mut s, opts, layout, i, corpus_pages)?;
+                }
             }
             Event::MemoryMax { cg, bytes } => {
                 let i = idx(cg)?;
@@ -498,7 +545,9 @@ pub fn run(
             Event::RemoveCgroup { cg } => {
                 let i = idx(cg)?;
                 sync_all(&mut s, &mut token)?;
-                s.runners[i].stop();
+                if let Some(r) = s.runners[i].as_mut() {
+                    r.stop();
+                }
                 if let Some(c) = s.cgroups[i].take() {
                     c.remove().map_err(kerr("removing a cgroup"))?;
                 }
@@ -534,7 +583,7 @@ pub fn run(
             }
         }
     }
-    for r in &mut s.runners {
+    for r in s.runners.iter_mut().flatten() {
         r.flush()?;
     }
     sync_all(&mut s, &mut token)?;

@@ -55,6 +55,8 @@ pub struct WorkloadParams {
 pub struct CgroupLayout {
     pub name: String,
     pub pages: u64,
+    /// The parent's cgroup number (0: the root).
+    pub parent: u32,
 }
 
 /// A generated workload.
@@ -358,6 +360,7 @@ impl Gen {
         let l = |name: &str, pages| CgroupLayout {
             name: name.into(),
             pages,
+            parent: 0,
         };
         match self {
             Gen::Build(b) => vec![l("build", b.region_end())],

@@ -226,12 +226,24 @@ fn settle_options(
     let mut notes = Vec::new();
     // A recording of `uzswap run` carries the run's cache options: the replay's defaults.
     if let Some(r) = recorded.filter(|r| !r.trim().is_empty()) {
-        let rec = CacheOptions::parse_str(r)
+        let mut rec = CacheOptions::parse_str(r)
             .with_context(|| "the trace's recorded cache options (meta cache_options)")?;
+        if args.kernel {
+            // The live kernel's pool limit is a share of this machine's RAM.
+            rec.total_memory = None;
+        }
         o = rec.overlay(&o);
-        notes.push(format!(
-            "the recorded run's cache options, where not given here: {r}"
-        ));
+        let taken: Vec<String> = rec
+            .pairs()
+            .iter()
+            .map(|(n, v)| format!("--{n} {v}"))
+            .collect();
+        if !taken.is_empty() {
+            notes.push(format!(
+                "the recorded run's cache options, where not given here: {}",
+                taken.join(" ")
+            ));
+        }
     }
     if workload == "active-vs-background" && o.max_pool_percent.is_none() {
         o.max_pool_percent = Some(1);
@@ -372,7 +384,11 @@ fn scan_trace(path: &PathBuf) -> anyhow::Result<TraceScan> {
             writes += 1;
         }
         match rec.event {
-            Event::Cgroup { name, .. } => layout.push(CgroupLayout { name, pages: 0 }),
+            Event::Cgroup { name, parent, .. } => layout.push(CgroupLayout {
+                name,
+                pages: 0,
+                parent,
+            }),
             Event::Read { cg, page } | Event::Write { cg, page, .. } if cg > 0 => {
                 let l = &mut layout[cg as usize - 1];
                 l.pages = l.pages.max(page + 1);

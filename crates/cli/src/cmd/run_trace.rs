@@ -7,16 +7,18 @@
 //! write from the fault's error code), frees (munmap, MADV_DONTNEED) and, for contents, the
 //! page as it was when evicted. Accesses to resident pages raise no fault and are not in it.
 //! A written page's content is the one it had at its next eviction (zero if it was never
-//! evicted again). Each process of the tree is one cgroup (`pid-N`), as the format numbers
-//! pages per address space; page numbers are virtual addresses / 4096. The processes' cgroups
-//! are children of one cgroup for the tree (`uzswap-run`) whose `memory.max` is the run's
-//! SIZE, so that a replay holds the tree to one budget as the run did; the header's meta
-//! `budget_covers` says whether that budget covered the pool (`uzswap replay` then charges it,
-//! as cgroup v2 does) or resident memory alone (cgroup v1), and `cache_options` the run's cache
-//! flags, which the replay takes where its own command line does not say otherwise. A process's
-//! exit (or exec) removes its cgroup, which frees its pages in the replay; a page written where
-//! the pager could not see it (filled by fault-around, written while resident) gets a write at
-//! its eviction, with the contents evicted.
+//! evicted again); a page written where the pager could not see it (filled by fault-around,
+//! written while resident) gets a write at its eviction, with the contents evicted.
+//!
+//! Each process of the tree is one cgroup (`pid-N`), as the format numbers pages per address
+//! space, with dense page numbers: each 2 MiB chunk a process touches gets the next 512
+//! numbers (`DenseSpace`). The processes' cgroups are children of one cgroup for the tree
+//! (`uzswap-run`) whose `memory.max` is the run's SIZE, so that a replay holds the tree to one
+//! budget as the run did. A process's exit (or exec) removes its cgroup, which frees its pages
+//! in the replay. The header's meta `budget_covers` says whether SIZE covered the pool (`uzswap
+//! replay` then charges it, as cgroup v2 does) or resident memory alone (cgroup v1), and
+//! `cache_options` holds the run's cache flags, which the replay takes where its own command
+//! line does not say otherwise.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufWriter, Write};
@@ -26,6 +28,42 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use uzswap_pager::record::{Raw, EVICT, EXIT, FREE, RAW_BYTES, READ, WRITE};
 use uzswap_trace::{Content, Format, Header, PageSource, TraceWriter};
+
+/// Pages per chunk of [`DenseSpace`]: 2 MiB, a page table's reach.
+const CHUNK_PAGES: u64 = 512;
+
+/// A process's page numbers, made dense: each 2 MiB chunk of its address space it touches gets
+/// the next chunk of page numbers, in the order of first touch, and keeps its pages' order
+/// within. A process's address space spans up to 2^35 pages (its stacks and libraries sit near
+/// the top), which neither the replay's flat page table nor the kernel comparison's runner
+/// (which maps each cgroup's span) can hold; the touched chunks are a few thousand.
+#[derive(Default)]
+struct DenseSpace {
+    chunks: BTreeMap<u64, u64>,
+}
+
+impl DenseSpace {
+    /// The trace's page number of the process's page `page`.
+    fn page(&mut self, page: u64) -> u64 {
+        let n = self.chunks.len() as u64;
+        let dense = *self.chunks.entry(page / CHUNK_PAGES).or_insert(n);
+        dense * CHUNK_PAGES + page % CHUNK_PAGES
+    }
+
+    /// The trace's ranges (first page, count) of the process's pages `start..end`, in the
+    /// chunks it touched (the others hold no page).
+    fn frees(&self, start: u64, end: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let last = end.saturating_sub(1) / CHUNK_PAGES;
+        self.chunks
+            .range(start / CHUNK_PAGES..=last)
+            .filter(move |_| end > start)
+            .map(move |(&chunk, &dense)| {
+                let lo = start.max(chunk * CHUNK_PAGES);
+                let hi = end.min((chunk + 1) * CHUNK_PAGES);
+                (dense * CHUNK_PAGES + lo % CHUNK_PAGES, hi - lo)
+            })
+    }
+}
 
 pub struct Recording {
     pub raw_dir: PathBuf,
@@ -144,6 +182,7 @@ impl Recording {
         // pager could not see it (filled by fault-around, written while resident) get a write
         // at their eviction, so that the replay holds them with the contents the run evicted.
         let mut known: HashMap<u32, BTreeMap<u64, Content>> = HashMap::new();
+        let mut spaces: HashMap<u32, DenseSpace> = HashMap::new();
         let contents = std::fs::File::open(&pages_path)
             .with_context(|| format!("reading {}", pages_path.display()))?;
         let page_at = |i: u32| -> Result<Vec<u8>> {
@@ -159,6 +198,7 @@ impl Recording {
                 // record of the pid (a failed exec's image going on) starts a new cgroup.
                 if let Some(cg) = cgs.remove(&r.pid) {
                     known.remove(&r.pid);
+                    spaces.remove(&r.pid);
                     w.event(Some(t), &uzswap_trace::Event::RemoveCgroup { cg })
                         .map_err(|e| anyhow::anyhow!("{e}"))?;
                 }
@@ -175,8 +215,9 @@ impl Recording {
                 }
             };
             let pages = known.entry(r.pid).or_default();
+            let space = spaces.entry(r.pid).or_default();
             let res = match r.kind {
-                READ => w.read(cg, r.page, Some(t)),
+                READ => w.read(cg, space.page(r.page), Some(t)),
                 WRITE => {
                     let c = evicts
                         .get(&(r.pid, r.page))
@@ -184,7 +225,7 @@ impl Recording {
                         .map(Content::Page)
                         .unwrap_or(Content::Zero);
                     pages.insert(r.page, c);
-                    w.write(cg, r.page, c, Some(t))
+                    w.write(cg, space.page(r.page), c, Some(t))
                 }
                 EVICT => {
                     if let Some(q) = evicts.get_mut(&(r.pid, r.page)) {
@@ -200,7 +241,7 @@ impl Recording {
                         Ok(())
                     } else {
                         pages.insert(r.page, Content::Page(r.arg));
-                        w.write(cg, r.page, Content::Page(r.arg), Some(t))
+                        w.write(cg, space.page(r.page), Content::Page(r.arg), Some(t))
                     }
                 }
                 FREE => {
@@ -209,7 +250,9 @@ impl Recording {
                     for p in gone {
                         pages.remove(&p);
                     }
-                    w.free(cg, r.page, u64::from(r.arg), Some(t))
+                    space
+                        .frees(r.page, end)
+                        .try_for_each(|(p, n)| w.free(cg, p, n, Some(t)))
                 }
                 _ => Ok(()),
             };
@@ -221,5 +264,28 @@ impl Recording {
         let _ = std::fs::remove_file(self.raw_dir.join("events.raw"));
         let _ = std::fs::remove_dir(&self.raw_dir);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{DenseSpace, CHUNK_PAGES};
+
+    #[test]
+    fn dense_pages_keep_their_order_within_a_chunk_and_frees_skip_untouched_chunks() {
+        let mut s = DenseSpace::default();
+        let top = 0x7fff_f000_0000u64 / 4096;
+        assert_eq!(s.page(top + 5), 5);
+        assert_eq!(s.page(100), CHUNK_PAGES + 100);
+        assert_eq!(s.page(top + 7), 7);
+        assert_eq!(s.page(3 * CHUNK_PAGES + 1), 2 * CHUNK_PAGES + 1);
+        // A free over chunks 0..4 of the address space: pieces in the two touched ones.
+        let f: Vec<_> = s.frees(50, 3 * CHUNK_PAGES + 10).collect();
+        assert_eq!(
+            f,
+            vec![(CHUNK_PAGES + 50, CHUNK_PAGES - 50), (2 * CHUNK_PAGES, 10)]
+        );
+        assert_eq!(s.frees(10, 10).count(), 0);
+        assert_eq!(s.frees(top, top + 1).collect::<Vec<_>>(), vec![(0, 1)]);
     }
 }
