@@ -1434,6 +1434,31 @@ fn record_trace_writes_a_replayable_trace() {
     assert_eq!(roomy["config"]["memory_max"], 1u64 << 30);
     assert_eq!(roomy["counters"]["zswpout"], 0, "{}", roomy["counters"]);
 
+    // Saved as text, it keeps its page file and meta, and replays the same.
+    let text = workdir().join("run.trace.txt");
+    let out = Command::new(uzswap())
+        .arg("replay")
+        .arg("--trace")
+        .arg(&trace)
+        .arg("--save-trace")
+        .arg(&text)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let t = std::fs::read_to_string(&text).unwrap();
+    assert!(t.contains("\npages file ") && t.contains("\nmeta budget_covers resident+pool\n"));
+    let again = Command::new(uzswap())
+        .args(["replay", "--json", "--swap-dir"])
+        .arg(workdir())
+        .arg("--trace")
+        .arg(&text)
+        .output()
+        .unwrap();
+    let again: serde_json::Value = serde_json::from_slice(&again.stdout).unwrap();
+    for k in ["zswpout", "zswpin", "pswpout", "pswpin", "pgfault"] {
+        assert_eq!(again["counters"][k], as_recorded["counters"][k], "{k}");
+    }
+
     // The live kernel replays it in nested cgroups (the process's under the tree's), its
     // runner started at the process's creation and stopped at its exit.
     if !uzswap_kernel::kernel_tests_enabled() {

@@ -652,16 +652,30 @@ fn save_trace(args: &Args, plan: &Plan, path: &PathBuf) -> anyhow::Result<()> {
     let mut src = source(args, plan)?;
     let text = path.extension().is_some_and(|e| e == "txt" || e == "trace");
     let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let header = uzswap_trace::Header {
-        pages: match &args.corpus {
-            Some(p) => PageSource::File(p.clone()),
-            None => PageSource::Default,
+    // A trace saved again (another encoding, another limit) keeps its page source and meta
+    // (a recording's budget and options); a built-in workload's names its parameters.
+    let header = match &args.trace {
+        Some(t) => {
+            let mut h = TraceReader::open(t)
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .header()
+                .clone();
+            if let Some(p) = &args.corpus {
+                h.pages = PageSource::File(p.clone());
+            }
+            h
+        }
+        None => uzswap_trace::Header {
+            pages: match &args.corpus {
+                Some(p) => PageSource::File(p.clone()),
+                None => PageSource::Default,
+            },
+            meta: vec![
+                ("workload".into(), plan.name.clone()),
+                ("seed".into(), args.seed.to_string()),
+                ("scale".into(), args.scale.to_string()),
+            ],
         },
-        meta: vec![
-            ("workload".into(), plan.name.clone()),
-            ("seed".into(), args.seed.to_string()),
-            ("scale".into(), args.scale.to_string()),
-        ],
     };
     let mut w = uzswap_trace::TraceWriter::new(
         f,
