@@ -496,3 +496,56 @@ fn total_memory_models_a_machine_of_another_size() {
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && e.contains("--total-memory"), "{e}");
 }
+
+/// `--compare`: a configuration under which the workload runs out of memory is reported as
+/// such beside the others, not the end of the comparison. Incompressible pages under a 10-page
+/// cgroup v2 limit: stored as-is (the kernel's default) each eviction moves a page into the
+/// charged pool and frees nothing; rejected, they go to the swap file.
+#[test]
+fn compare_reports_a_configuration_that_runs_out_of_memory() {
+    let pages = tmp("random.pages");
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let bytes: Vec<u8> = (0..64 * 4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(&pages, bytes).unwrap();
+    let trace = tmp("oom.txt");
+    let mut t = format!(
+        "uzswap-trace 1\npages file {}\ncgroup t\nmemory.max t 40K\n",
+        pages.display()
+    );
+    for round in 0..3 {
+        for p in 0..64 {
+            if round == 0 {
+                t.push_str(&format!("w t {p} {p}\n"));
+            } else {
+                t.push_str(&format!("r t {p}\n"));
+            }
+        }
+    }
+    std::fs::write(&trace, t).unwrap();
+    let v = ok_json(&[
+        "replay",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--cgroup",
+        "v2",
+        "--json",
+        "--compare",
+        "--incompressible store",
+        "--incompressible reject",
+    ]);
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{v}");
+    assert_eq!(runs[0]["options"], "--incompressible reject");
+    assert!(runs[0]["report"]["counters"]["pswpout"].as_u64().unwrap() > 0);
+    let oom = v["out_of_memory"].as_array().unwrap();
+    assert_eq!(oom.len(), 1, "{v}");
+    assert_eq!(oom[0]["options"], "--incompressible store");
+    assert!(oom[0]["error"].as_str().unwrap().contains("out of memory"));
+}

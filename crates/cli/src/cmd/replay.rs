@@ -735,28 +735,52 @@ fn run_compare(
             }
         });
     }
+    // A configuration under which the workload runs out of memory (the kernel would OOM-kill
+    // it) is a result of the comparison, not its failure; any other error ends it.
     let mut runs = Vec::new();
+    let mut oom = Vec::new();
     for ((label, _), r) in plans.iter().zip(results) {
-        runs.push((
-            label.clone(),
-            r.expect("ran")
-                .with_context(|| format!("replay with {label:?}"))?,
-        ));
+        match r.expect("ran") {
+            Ok(rep) => runs.push((label.clone(), rep)),
+            Err(e)
+                if matches!(
+                    e.downcast_ref::<uzswap_replay::ReplayError>(),
+                    Some(uzswap_replay::ReplayError::Engine(uzswap_mm::Error::Oom(_)))
+                ) =>
+            {
+                oom.push((label.clone(), e.to_string()))
+            }
+            Err(e) => return Err(e.context(format!("replay with {label:?}"))),
+        }
+    }
+    if runs.is_empty() {
+        bail!(
+            "every configuration ran out of memory (the kernel would OOM-kill): {}",
+            oom.iter()
+                .map(|(l, _)| format!("{l:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     if args.json {
         let v = serde_json::json!({
             "workload": runs.first().map(|(_, r)| r.workload.clone()),
             "runs": runs.iter().map(|(l, r)| serde_json::json!({"options": l, "report": r})).collect::<Vec<_>>(),
+            "out_of_memory": oom.iter().map(|(l, e)| serde_json::json!({"options": l, "error": e})).collect::<Vec<_>>(),
         });
         emit_json(&v)
     } else {
-        emit(&format!(
+        let mut text = format!(
             "uzswap replay --compare: {} under memory.max {} ({} runs in parallel)\n{}",
             runs.first().map(|(_, r)| r.workload.as_str()).unwrap_or(""),
             limit_label(args),
-            runs.len(),
+            runs.len() + oom.len(),
             report::compare_table(&runs)
-        ))
+        );
+        for (l, e) in &oom {
+            text.push_str(&format!("{l:?}: {e}\n"));
+        }
+        emit(&text)
     }
 }
 
