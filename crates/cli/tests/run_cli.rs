@@ -1430,6 +1430,16 @@ fn record_trace_writes_a_replayable_trace() {
         "{}",
         as_recorded["counters"]
     );
+    // The tree's cgroup counts its processes' events, theirs gone with them at their exit.
+    let tree_row = as_recorded["cgroups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "uzswap-run")
+        .unwrap();
+    for k in ["zswpout", "zswpin"] {
+        assert_eq!(tree_row["counters"][k], as_recorded["counters"][k], "{k}");
+    }
     let roomy = replay(&["--memory-max", "1G"]);
     assert_eq!(roomy["config"]["memory_max"], 1u64 << 30);
     assert_eq!(roomy["counters"]["zswpout"], 0, "{}", roomy["counters"]);

@@ -116,7 +116,8 @@ impl Default for ReplayOptions {
     }
 }
 
-/// Per-cgroup counters the front keeps (by the page's owner).
+/// Per-cgroup counters the front keeps (by the page's owner). A cgroup's report adds its
+/// descendants', the removed ones' included, as the kernel's memory.stat does.
 #[derive(Clone, Copy, Debug, Default)]
 struct PerCg {
     zswpout: u64,
@@ -130,6 +131,20 @@ struct PerCg {
     /// Modelled device latency its faults waited for.
     model_ns: u64,
     events: u64,
+}
+
+impl std::ops::AddAssign for PerCg {
+    fn add_assign(&mut self, o: PerCg) {
+        self.zswpout += o.zswpout;
+        self.zswpin += o.zswpin;
+        self.pswpout += o.pswpout;
+        self.pswpin += o.pswpin;
+        self.swpout_zero += o.swpout_zero;
+        self.swpin_zero += o.swpin_zero;
+        self.cache_ticks += o.cache_ticks;
+        self.model_ns += o.model_ns;
+        self.events += o.events;
+    }
 }
 
 /// `x % d` for 32-bit `x` by a multiplication (Lemire, Kaser and Kurz, "Faster remainder by
@@ -494,14 +509,24 @@ struct Space {
     pt_pages: u64,
     removed: bool,
     tlb: Option<Tlb>,
+    /// The parent's trace cgroup number (0: the root).
+    parent: usize,
 }
 
 /// 2 MiB chunks below this number use the bitmap.
 const NEAR_CHUNKS: u64 = 1 << 15;
 
 impl Space {
-    fn new(name: String, mem: MemCg, base: u32, span: u64, tlb_entries: usize) -> Space {
+    fn new(
+        name: String,
+        mem: MemCg,
+        parent: usize,
+        base: u32,
+        span: u64,
+        tlb_entries: usize,
+    ) -> Space {
         Space {
+            parent,
             tlb: Tlb::new(tlb_entries),
             name,
             mem,
@@ -711,6 +736,7 @@ impl Replay {
                 MemCg::ROOT,
                 0,
                 0,
+                0,
                 tlb_entries,
             )],
             events: 0,
@@ -909,8 +935,14 @@ impl Replay {
                 } else {
                     self.opts.tlb_entries
                 };
-                self.spaces
-                    .push(Space::new(name.clone(), mem, base, span, tlb_entries));
+                self.spaces.push(Space::new(
+                    name.clone(),
+                    mem,
+                    parent as usize,
+                    base,
+                    span,
+                    tlb_entries,
+                ));
             }
             Event::RemoveCgroup { cg } => {
                 let s = self.spaces.get_mut(cg as usize).filter(|s| !s.removed);
@@ -925,6 +957,13 @@ impl Replay {
                 self.mm.uncharge_kernel(mem, pt);
                 self.mm.remove_cgroup(mem).map_err(ReplayError::Engine)?;
                 let _ = self.f.z.remove_cgroup(self.f.zcg[mem.0 as usize]);
+                // Its counts stay in its parent's, as a dead memcg's in its ancestors'.
+                let parent = self.spaces[cg as usize].parent;
+                if parent != 0 {
+                    let into = self.spaces[parent].mem.0 as usize;
+                    let from = self.f.pc[mem.0 as usize];
+                    self.f.pc[into] += from;
+                }
             }
             Event::MemoryMax { cg, bytes } => {
                 let mem = self.space(cg)?.mem;
@@ -1260,9 +1299,25 @@ impl Replay {
         let st = self.mm.stats();
         let total_events = self.events.max(1) as f64;
         let zc = counters.cgroups.clone();
+        // Each live cgroup's counts with its live descendants' (children come after parents).
+        let mut total: Vec<PerCg> = vec![PerCg::default(); self.spaces.len()];
+        for (i, s) in self.spaces.iter().enumerate().skip(1).rev() {
+            if s.removed {
+                continue;
+            }
+            let mut t = total[i];
+            t += self.f.pc[s.mem.0 as usize];
+            total[i] = t;
+            if s.parent != 0 {
+                total[s.parent] += t;
+            }
+        }
         let mut cgroups = Vec::new();
-        for s in self.spaces.iter().skip(1).filter(|s| !s.removed) {
-            let pc = self.f.pc[s.mem.0 as usize];
+        for (i, s) in self.spaces.iter().enumerate().skip(1) {
+            if s.removed {
+                continue;
+            }
+            let pc = total[i];
             let zid = self.f.zcg[s.mem.0 as usize];
             let z = zc.iter().find(|c| c.id == zid.0);
             let ms = self.mm.cgroup_stats().into_iter().find(|c| c.id == s.mem);
