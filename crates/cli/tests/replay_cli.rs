@@ -504,15 +504,12 @@ fn total_memory_models_a_machine_of_another_size() {
 #[test]
 fn compare_reports_a_configuration_that_runs_out_of_memory() {
     let pages = tmp("random.pages");
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let bytes: Vec<u8> = (0..64 * 4096)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let mut bytes = vec![0u8; 64 * 4096];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open("/dev/urandom").unwrap(),
+        &mut bytes,
+    )
+    .unwrap();
     std::fs::write(&pages, bytes).unwrap();
     let trace = tmp("oom.txt");
     let mut t = format!(
