@@ -3401,3 +3401,59 @@ fn a_terminated_run_relays_the_signal_once_and_still_reports() {
         assert_eq!(r["exit_status"], 1, "{case}");
     }
 }
+
+/// A program whose executable defines `malloc` (an allocator linked in, as rustc links
+/// jemalloc) is refused at its start with status 125 and the reason: the dynamic linker and
+/// libc would allocate from it in managed memory. One that only takes `malloc`'s address (a
+/// non-PIE program's canonical PLT entry, as `node` has) runs.
+#[test]
+fn a_program_with_its_own_malloc_is_refused_and_one_taking_its_address_runs() {
+    if !uffd_ok() {
+        return;
+    }
+    ensure_preload();
+    let own = compile(
+        "own_malloc",
+        r#"
+#include <stddef.h>
+#include <stdio.h>
+extern void *__libc_malloc(size_t), *__libc_calloc(size_t, size_t), *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+void *malloc(size_t n) { return __libc_malloc(n); }
+void *calloc(size_t n, size_t m) { return __libc_calloc(n, m); }
+void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
+void free(void *p) { __libc_free(p); }
+int main(void) { puts("ran"); return 0; }
+"#,
+        &["-rdynamic"],
+    );
+    let out = Command::new(uzswap())
+        .args(["run", "--memory-max", "16M", "--"])
+        .arg(&own)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("links its own malloc"));
+    assert!(out.stdout.is_empty(), "the program must not run: {out:?}");
+
+    let address = compile(
+        "malloc_address",
+        r#"
+#include <stdio.h>
+#include <stdlib.h>
+void *(*volatile alloc)(size_t);
+int main(void) {
+    alloc = malloc; /* non-PIC code taking the address: a canonical PLT entry for malloc */
+    char *p = alloc(64); p[0] = 'r'; p[1] = 0; puts(p); free(p); return 0;
+}
+"#,
+        &["-no-pie", "-fno-pie"],
+    );
+    let out = Command::new(uzswap())
+        .args(["run", "--memory-max", "16M", "--"])
+        .arg(&address)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, b"r\n");
+}

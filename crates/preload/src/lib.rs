@@ -35,7 +35,16 @@ macro_rules! sym_name {
     };
 }
 
+/// `dladdr1`'s request for the symbol table entry (`<dlfcn.h>`).
+const RTLD_DL_SYMENT: c_int = 1;
+
 extern "C" {
+    fn dladdr1(
+        addr: *const c_void,
+        info: *mut libc::Dl_info,
+        extra: *mut *mut c_void,
+        flags: c_int,
+    ) -> c_int;
     fn __libc_malloc(n: usize) -> *mut c_void;
     fn __libc_calloc(n: usize, m: usize) -> *mut c_void;
     fn __libc_realloc(p: *mut c_void, n: usize) -> *mut c_void;
@@ -370,10 +379,59 @@ static FINI: extern "C" fn() = uzswap_fini;
 
 static THREAD_KEY: AtomicUsize = AtomicUsize::new(usize::MAX);
 
+/// Refuses a program whose executable defines `malloc` itself (an allocator linked in: rustc
+/// links jemalloc so). The executable comes first in the symbol lookup, so the dynamic linker,
+/// libc and Rust's `System` allocator inside this library would all allocate from it, in
+/// memory the program mapped and the pager manages: the fault handler's thread-local accesses
+/// read the thread's TLS vector there, and a pager allocation touches the allocator's state,
+/// both with SIGBUS blocked, so an evicted page of either killed the process (rustc under
+/// `--memory-max 19M` died of SIGBUS in five of six cache configurations, 2026-11-28).
+fn check_own_allocator() -> Result<(), String> {
+    // SAFETY: dlsym and dladdr with NUL-terminated names and valid out-structs.
+    unsafe {
+        let first = libc::dlsym(libc::RTLD_DEFAULT, c"malloc".as_ptr());
+        if first.is_null() {
+            return Ok(());
+        }
+        let mut found: libc::Dl_info = std::mem::zeroed();
+        let mut here: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(first, &mut found) == 0
+            || libc::dladdr(check_own_allocator as *const c_void, &mut here) == 0
+            || found.dli_fbase == here.dli_fbase
+        {
+            return Ok(());
+        }
+        // A program that only takes malloc's address has a canonical PLT entry for it, which
+        // dlsym returns, under an undefined symbol: not an allocator of its own.
+        let mut sym: *const libc::Elf64_Sym = std::ptr::null();
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if dladdr1(first, &mut info, (&raw mut sym).cast(), RTLD_DL_SYMENT) != 0
+            && !sym.is_null()
+            && (*sym).st_shndx == 0
+        {
+            return Ok(());
+        }
+        let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
+        let by = if found.dli_fname.is_null() {
+            String::from("?")
+        } else {
+            std::ffi::CStr::from_ptr(found.dli_fname)
+                .to_string_lossy()
+                .into_owned()
+        };
+        Err(format!(
+            "{} links its own malloc (from {by}: an allocator such as jemalloc in the \
+             executable): the dynamic linker and libc would allocate from it, in memory the \
+             pager manages and its fault path reads, so its memory can't be managed",
+            exe.display()
+        ))
+    }
+}
+
 extern "C" fn uzswap_init() {
     let _b = SigBlock::new();
     let strict = std::env::var_os("UZSWAP_STRICT").is_some();
-    if let Err(e) = uzswap_pager::init() {
+    if let Err(e) = check_own_allocator().and_then(|()| uzswap_pager::init().map(drop)) {
         sys::raw_stderr(format!("uzswap: cannot manage this process: {e}\n").as_bytes());
         if strict {
             // SAFETY: ending the process before the program runs.
