@@ -82,6 +82,15 @@ impl CacheOptions {
         v
     }
 
+    /// The options set, as command-line flags (`--compressor lzo`), in flag order: what
+    /// `parse_str` reads back.
+    pub fn to_flags(&self) -> Vec<String> {
+        self.pairs()
+            .into_iter()
+            .map(|(n, v)| format!("--{n} {v}"))
+            .collect()
+    }
+
     /// Apply the options set to `p`.
     pub fn apply(&self, p: &mut Params) -> anyhow::Result<()> {
         for (n, v) in self.pairs() {

@@ -1305,13 +1305,13 @@ impl Replay {
             if s.removed {
                 continue;
             }
-            let mut t = total[i];
-            t += self.f.pc[s.mem.0 as usize];
-            total[i] = t;
+            total[i] += self.f.pc[s.mem.0 as usize];
             if s.parent != 0 {
+                let t = total[i];
                 total[s.parent] += t;
             }
         }
+        let all_stats = self.mm.cgroup_stats();
         let mut cgroups = Vec::new();
         for (i, s) in self.spaces.iter().enumerate().skip(1) {
             if s.removed {
@@ -1320,12 +1320,12 @@ impl Replay {
             let pc = total[i];
             let zid = self.f.zcg[s.mem.0 as usize];
             let z = zc.iter().find(|c| c.id == zid.0);
-            let ms = self.mm.cgroup_stats().into_iter().find(|c| c.id == s.mem);
+            let ms = all_stats.iter().find(|c| c.id == s.mem);
             cgroups.push(CgroupReport {
                 name: s.name.clone(),
                 elapsed_s: (pc.cache_ticks as f64 * ns_per_tick + pc.model_ns as f64) / 1e9
                     + engine_s * pc.events as f64 / total_events,
-                counters: crate::report::cgroup_counters(&pc_view(&pc), z, ms.as_ref()),
+                counters: crate::report::cgroup_counters(&pc_view(&pc), z, ms),
             });
         }
         let mut r = Report::new(

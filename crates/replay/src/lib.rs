@@ -74,7 +74,7 @@ pub enum Source {
 /// tree's, so this replays it under another SIZE.
 pub struct LimitedTrace {
     reader: TraceReader<BufReader<File>>,
-    bytes: Option<u64>,
+    bytes: u64,
     /// By cgroup number: a child of the root.
     top_level: Vec<bool>,
     /// The limit event that follows a top-level cgroup's creation.
@@ -82,7 +82,7 @@ pub struct LimitedTrace {
 }
 
 impl LimitedTrace {
-    pub fn new(reader: TraceReader<BufReader<File>>, bytes: Option<u64>) -> LimitedTrace {
+    pub fn new(reader: TraceReader<BufReader<File>>, bytes: u64) -> LimitedTrace {
         LimitedTrace {
             reader,
             bytes,
@@ -109,7 +109,7 @@ impl LimitedTrace {
                     if parent == 0 {
                         self.pending = Some(Event::MemoryMax {
                             cg,
-                            bytes: self.bytes,
+                            bytes: Some(self.bytes),
                         });
                     }
                     return Ok(Some(r.event));
@@ -135,25 +135,15 @@ impl Source {
     /// Replace `out`'s contents with the next events: at least `min` unless the stream
     /// ends (then fewer; none at its end).
     pub fn fill(&mut self, out: &mut Batch, min: usize) -> Result<(), ReplayError> {
-        match self {
-            Source::Builtin(b) => b.fill(out, min),
-            Source::Trace(t) => {
-                out.clear();
-                while out.len() < min {
-                    match t.next_event()? {
-                        Some(r) => out.push(r.event),
-                        None => break,
-                    }
-                }
-            }
-            Source::LimitedTrace(t) => {
-                out.clear();
-                while out.len() < min {
-                    match t.next_event()? {
-                        Some(e) => out.push(e),
-                        None => break,
-                    }
-                }
+        if let Source::Builtin(b) = self {
+            b.fill(out, min);
+            return Ok(());
+        }
+        out.clear();
+        while out.len() < min {
+            match self.next_event()? {
+                Some(e) => out.push(e),
+                None => break,
             }
         }
         Ok(())

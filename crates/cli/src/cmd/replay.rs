@@ -233,11 +233,7 @@ fn settle_options(
             rec.total_memory = None;
         }
         o = rec.overlay(&o);
-        let taken: Vec<String> = rec
-            .pairs()
-            .iter()
-            .map(|(n, v)| format!("--{n} {v}"))
-            .collect();
+        let taken = rec.to_flags();
         if !taken.is_empty() {
             notes.push(format!(
                 "the recorded run's cache options, where not given here: {}",
@@ -334,7 +330,7 @@ fn source(args: &Args, plan: &Plan) -> anyhow::Result<Source> {
         Some(p) => {
             let r = TraceReader::open(p).map_err(|e| anyhow::anyhow!("{e}"))?;
             match args.memory_max {
-                Some(b) => Source::LimitedTrace(Box::new(LimitedTrace::new(r, Some(b)))),
+                Some(b) => Source::LimitedTrace(Box::new(LimitedTrace::new(r, b))),
                 None => Source::Trace(Box::new(r)),
             }
         }
@@ -366,16 +362,15 @@ struct TraceScan {
     /// zero page and is never swapped), far below the spans of a recording whose processes'
     /// pages are numbered apart.
     writes: u64,
-    /// The header's `budget_covers` and `cache_options` (a recording of `uzswap run`).
-    budget_covers: Option<String>,
-    cache_options: Option<String>,
+    /// Its page source and meta (a recording of `uzswap run`: `budget_covers`,
+    /// `cache_options`).
+    header: uzswap_trace::Header,
 }
 
 /// Scans a trace (one pass).
 fn scan_trace(path: &PathBuf) -> anyhow::Result<TraceScan> {
     let mut r = TraceReader::open(path).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let budget_covers = r.header().meta("budget_covers").map(str::to_string);
-    let cache_options = r.header().meta("cache_options").map(str::to_string);
+    let header = r.header().clone();
     let mut layout: Vec<CgroupLayout> = Vec::new();
     let (mut events, mut writes) = (0, 0);
     while let Some(rec) = r.next_event().map_err(|e| anyhow::anyhow!("{e}"))? {
@@ -400,8 +395,7 @@ fn scan_trace(path: &PathBuf) -> anyhow::Result<TraceScan> {
         layout,
         events,
         writes,
-        budget_covers,
-        cache_options,
+        header,
     })
 }
 
@@ -414,7 +408,7 @@ fn plan(
     let params = opts.to_params()?;
     // A recording of `uzswap run --budget-covers resident` is replayed as cgroup v1 charges
     // (the pool outside the budget) unless --cgroup says otherwise.
-    let recorded_v1 = trace.and_then(|t| t.budget_covers.as_deref()) == Some("resident");
+    let recorded_v1 = trace.and_then(|t| t.header.meta("budget_covers")) == Some("resident");
     let accounting = match (args.cgroup.as_deref(), args.kernel || recorded_v1) {
         (Some("v2"), true) => {
             bail!("--kernel compares cgroup v1 limits (this machine's kernel): drop --cgroup v2")
@@ -516,7 +510,7 @@ fn config_json(plan: &Plan, args: &Args, opts: &CacheOptions) -> serde_json::Val
         "lru": plan.params.lru.to_string(),
         "proactive_shrink": plan.params.proactive_shrink,
         "shrinker": plan.params.shrinker_enabled,
-        "options": opts.pairs().into_iter().map(|(k, v)| format!("--{k} {v}")).collect::<Vec<_>>(),
+        "options": opts.to_flags(),
     })
 }
 
@@ -525,23 +519,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.scale <= 0.0 || !args.scale.is_finite() {
         bail!("--scale must be positive");
     }
-    let mut header_pages = None;
-    let mut trace = None;
-    if let Some(p) = &args.trace {
-        let r = TraceReader::open(p).map_err(|e| anyhow::anyhow!("{e}"))?;
-        header_pages = Some(r.header().pages.clone());
-        trace = Some(scan_trace(p)?);
-    }
+    let trace = args.trace.as_ref().map(scan_trace).transpose()?;
     let wname = args.workload.clone().unwrap_or_default();
     let (opts, notes) = settle_options(
         &args,
         &wname,
-        trace.as_ref().and_then(|t| t.cache_options.as_deref()),
+        trace.as_ref().and_then(|t| t.header.meta("cache_options")),
     )?;
     for n in &notes {
         note(n);
     }
-    let corpus = load_corpus(&args, header_pages.as_ref())?;
+    let corpus = load_corpus(&args, trace.as_ref().map(|t| &t.header.pages))?;
     if args.kernel {
         if let Some(why) = kernel::unavailable() {
             note(&format!("--kernel skipped: {why}"));
@@ -552,7 +540,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let plan = plan(&args, &opts, &corpus, trace.as_ref())?;
     if let Some(path) = &args.save_trace {
-        return save_trace(&args, &plan, path);
+        return save_trace(&args, &plan, trace.as_ref(), path);
     }
     let mut src = source(&args, &plan)?;
     let total = src.total_events().or(trace.as_ref().map(|t| t.events));
@@ -648,18 +636,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     emit(&out)
 }
 
-fn save_trace(args: &Args, plan: &Plan, path: &PathBuf) -> anyhow::Result<()> {
+fn save_trace(
+    args: &Args,
+    plan: &Plan,
+    trace: Option<&TraceScan>,
+    path: &PathBuf,
+) -> anyhow::Result<()> {
     let mut src = source(args, plan)?;
     let text = path.extension().is_some_and(|e| e == "txt" || e == "trace");
     let f = std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
     // A trace saved again (another encoding, another limit) keeps its page source and meta
     // (a recording's budget and options); a built-in workload's names its parameters.
-    let header = match &args.trace {
+    let header = match trace {
         Some(t) => {
-            let mut h = TraceReader::open(t)
-                .map_err(|e| anyhow::anyhow!("{e}"))?
-                .header()
-                .clone();
+            let mut h = t.header.clone();
             if let Some(p) = &args.corpus {
                 h.pages = PageSource::File(p.clone());
             }

@@ -435,17 +435,11 @@ fn run_inner(args: Args) -> Result<i32> {
             if covers_pool && opts.total_memory.is_none() {
                 opts.total_memory = Some(args.memory_max.to_string());
             }
-            let opts = opts
-                .pairs()
-                .iter()
-                .map(|(n, v)| format!("--{n} {v}"))
-                .collect::<Vec<_>>()
-                .join(" ");
             Some(crate::cmd::run_trace::Recording::create(
                 path,
                 args.memory_max,
                 covers_pool,
-                opts,
+                opts.to_flags().join(" "),
             )?)
         }
         None => None,

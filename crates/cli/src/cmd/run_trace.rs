@@ -20,6 +20,7 @@
 //! `cache_options` holds the run's cache flags, which the replay takes where its own command
 //! line does not say otherwise.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
@@ -63,6 +64,17 @@ impl DenseSpace {
                 (dense * CHUNK_PAGES + lo % CHUNK_PAGES, hi - lo)
             })
     }
+}
+
+/// What the conversion keeps of a live process of the tree.
+struct Proc {
+    /// Its cgroup in the trace.
+    cg: u32,
+    /// The content the trace gives each of its pages so far: a page written where the pager
+    /// could not see it (filled by fault-around, written while resident) gets a write at its
+    /// eviction, so that the replay holds it with the contents the run evicted.
+    known: BTreeMap<u64, Content>,
+    space: DenseSpace,
 }
 
 pub struct Recording {
@@ -176,13 +188,8 @@ impl Recording {
                 Ok(cg)
             })
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let mut cgs: HashMap<u32, u32> = HashMap::new();
+        let mut procs: HashMap<u32, Proc> = HashMap::new();
         let mut last_t = t0.unwrap_or(0);
-        // The content the trace gives each page so far, by process: pages written where the
-        // pager could not see it (filled by fault-around, written while resident) get a write
-        // at their eviction, so that the replay holds them with the contents the run evicted.
-        let mut known: HashMap<u32, BTreeMap<u64, Content>> = HashMap::new();
-        let mut spaces: HashMap<u32, DenseSpace> = HashMap::new();
         let contents = std::fs::File::open(&pages_path)
             .with_context(|| format!("reading {}", pages_path.display()))?;
         let page_at = |i: u32| -> Result<Vec<u8>> {
@@ -196,26 +203,23 @@ impl Recording {
             if r.kind == EXIT {
                 // Its memory goes with it: the replay frees a removed cgroup's pages. A later
                 // record of the pid (a failed exec's image going on) starts a new cgroup.
-                if let Some(cg) = cgs.remove(&r.pid) {
-                    known.remove(&r.pid);
-                    spaces.remove(&r.pid);
-                    w.event(Some(t), &uzswap_trace::Event::RemoveCgroup { cg })
+                if let Some(p) = procs.remove(&r.pid) {
+                    w.event(Some(t), &uzswap_trace::Event::RemoveCgroup { cg: p.cg })
                         .map_err(|e| anyhow::anyhow!("{e}"))?;
                 }
                 continue;
             }
-            let cg = match cgs.get(&r.pid) {
-                Some(&c) => c,
-                None => {
-                    let c = w
+            let p = match procs.entry(r.pid) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(v) => v.insert(Proc {
+                    cg: w
                         .cgroup(&format!("pid-{}", r.pid), tree, Some(t))
-                        .map_err(|e| anyhow::anyhow!("{e}"))?;
-                    cgs.insert(r.pid, c);
-                    c
-                }
+                        .map_err(|e| anyhow::anyhow!("{e}"))?,
+                    known: BTreeMap::new(),
+                    space: DenseSpace::default(),
+                }),
             };
-            let pages = known.entry(r.pid).or_default();
-            let space = spaces.entry(r.pid).or_default();
+            let (cg, pages, space) = (p.cg, &mut p.known, &mut p.space);
             let res = match r.kind {
                 READ => w.read(cg, space.page(r.page), Some(t)),
                 WRITE => {
