@@ -4,7 +4,8 @@
 # configurations: each program's output and exit status must equal a run without uzswap.
 # Usage: scripts/pager-torture.sh [FRAC ...]   (budget = plain peak RSS / FRAC; default 3 6)
 # Environment: UZSWAP (binary, default target/release/uzswap), PROGSET (1: the first ten
-# programs, the default; 2: ten more, among them git, make and jq; all), ONLY="prog ..." and
+# programs, the default; 2: ten more, among them git, make and jq; 3: six more, among them
+# sockets, pipes to child processes, Node's thread pool and g++; all), ONLY="prog ..." and
 # CONF_ONLY="c0 ..." to run a subset, WORK (scratch directory, default a new temporary one),
 # TIMEOUT (seconds per run, default 900). Prints one line per run; exits 1 if any run differs.
 # Touches no kernel setting: every run is user space (the swap files go to WORK).
@@ -95,7 +96,7 @@ EOF
 fi
 # The second set's inputs: this repository at a fixed commit, JSON, a Makefile,
 # a Node program with worker threads.
-if [ "${PROGSET:-1}" != 1 ] && [ ! -d repo ]; then
+if { [ "${PROGSET:-1}" = 2 ] || [ "${PROGSET:-1}" = all ]; } && [ ! -d repo ]; then
     git clone -q "$REPO" repo && git -C repo checkout -q "$REPO_COMMIT" || exit 2
     "$PY" - <<'EOF'
 import json, random
@@ -120,6 +121,73 @@ if (isMainThread) {
   Promise.all(ps).then(hs => console.log(hs.join(' '), work(3)));
 } else parentPort.postMessage(work(workerData));
 EOF
+fi
+
+# The third set's inputs: programs that move heap buffers through sockets and pipes, Node's
+# zlib in its thread pool, Tcl, and a C++ file heavy in templates.
+if { [ "${PROGSET:-1}" = 3 ] || [ "${PROGSET:-1}" = all ]; } && [ ! -f gpp.cpp ]; then
+    cat > py_sock.py <<'EOF'
+import hashlib, socket, threading
+data = bytearray(b"".join(b"%08x swap zspage %d handle\n" % ((i * 2654435761) & 0xFFFFFFFF, i % 977)
+                          for i in range(1_600_000)))
+n = len(data)
+sink = bytearray(n)
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
+got = []
+def serve():
+    c, _ = srv.accept()
+    view, k = memoryview(sink), 0
+    while k < n:
+        r = c.recv_into(view[k:], min(1 << 20, n - k))
+        if r == 0:
+            break
+        k += r
+    got.append(k); c.close()
+t = threading.Thread(target=serve); t.start()
+cl = socket.create_connection(srv.getsockname())
+view = memoryview(data)
+for off in range(0, n, 3 << 20):
+    cl.sendall(view[off:off + (3 << 20)])
+cl.close(); t.join()
+print(hashlib.sha256(sink).hexdigest(), got[0], sink == data)
+EOF
+    cat > py_pipe.py <<'EOF'
+import hashlib, subprocess
+data = b"".join(b"%08x %d\n" % ((i * 2654435761) & 0xFFFFFFFF, i) for i in range(1_500_000))
+out = subprocess.run(["sort"], input=data, capture_output=True, check=True).stdout
+rev = subprocess.run(["tac"], input=out, capture_output=True, check=True).stdout
+print(hashlib.sha256(out).hexdigest(), hashlib.sha256(rev).hexdigest(), len(out))
+EOF
+    cat > node_zlib.js <<'EOF'
+const zlib = require('zlib'), crypto = require('crypto');
+const bufs = [1, 2, 3, 4].map(s => { const b = Buffer.alloc(12e6); let x = s;
+  for (let i = 0; i < b.length; i++) { x = (x * 1103515245 + 12345) & 0x7fffffff; b[i] = ((x >> 16) % 7 === 0) ? 97 + (x % 26) : 65 + (i % 13); }
+  return b; });
+Promise.all(bufs.map(b => new Promise((res, rej) => zlib.gzip(b, { level: 6 }, (e, r) => e ? rej(e) : res(r)))))
+  .then(rs => Promise.all(rs.map(r => new Promise((res, rej) => zlib.gunzip(r, (e, u) => e ? rej(e) : res([r, u]))))))
+  .then(ps => { const h = crypto.createHash('sha256');
+    ps.forEach(([r, u], i) => { h.update(r); if (!u.equals(bufs[i])) throw new Error('round trip ' + i); });
+    console.log(h.digest('hex'), ps.map(p => p[0].length).join(' ')); });
+EOF
+    cat > tcl_dict.tcl <<'EOF'
+set d [dict create]
+set x 1
+for {set i 0} {$i < 400000} {incr i} {
+    set x [expr {($x * 1103515245 + 12345) % 2147483648}]
+    dict set d k$i "[string repeat v [expr {$i % 7 + 1}]]$x"
+}
+set s 0
+foreach k [lsort [dict keys $d]] { set s [expr {($s * 31 + [string length [dict get $d $k]]) % 1000000007}] }
+puts "$s [dict size $d]"
+EOF
+    {
+        printf '#include <map>\n#include <string>\n#include <vector>\n#include <regex>\n'
+        printf '#include <sstream>\n#include <unordered_map>\n#include <functional>\n'
+        printf 'template <int N> struct Box { std::map<std::string, std::vector<int>> m; int f(const std::string& s) { std::regex r("[a-z]+" + std::to_string(N)); std::smatch sm; int c = 0; for (auto& [k, v] : m) if (std::regex_search(k, sm, r)) c += v.size() + N; return c + (int)s.size(); } };\n'
+        for i in $(seq 1 60); do
+            printf 'int use%d(const std::string& s) { Box<%d> b; b.m[s].push_back(%d); std::unordered_map<std::string, std::function<int(int)>> u; u[s] = [](int x){ return x * %d; }; std::ostringstream o; o << b.f(s) << u[s](%d); return (int)o.str().size(); }\n' "$i" "$i" "$i" "$i" "$i"
+        done
+    } > gpp.cpp
 fi
 
 # name|command (run with sh -c).
@@ -147,11 +215,20 @@ PROGS2=(
     "java_g1|java -XX:+UseG1GC -XX:ParallelGCThreads=2 -Xmx256m JavaMap.java 400000 3"
     "node_workers|node node_workers.js"
 )
+PROGS3=(
+    "py_sock|$PY py_sock.py"
+    "py_pipe|$PY py_pipe.py"
+    "node_zlib|node node_zlib.js"
+    "tcl_dict|tclsh tcl_dict.tcl"
+    "gpp|g++ -O1 -frandom-seed=1 -c -o gpp.o gpp.cpp && sha256sum < gpp.o"
+    "java_par|java -XX:+UseParallelGC -XX:ParallelGCThreads=2 -Xmx256m JavaMap.java 400000 3"
+)
 case "${PROGSET:-1}" in
     1) ;;
     2) PROGS=("${PROGS2[@]}") ;;
-    all) PROGS+=("${PROGS2[@]}") ;;
-    *) echo "PROGSET is 1, 2 or all" >&2; exit 2 ;;
+    3) PROGS=("${PROGS3[@]}") ;;
+    all) PROGS+=("${PROGS2[@]}" "${PROGS3[@]}") ;;
+    *) echo "PROGSET is 1, 2, 3 or all" >&2; exit 2 ;;
 esac
 # name|flags; c4 writes back to the swap files with O_DIRECT; c5 adds fault-around.
 CONFS=(
