@@ -1357,15 +1357,20 @@ fn record_trace_writes_a_replayable_trace() {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     let mut r = uzswap_trace::TraceReader::open(&trace).unwrap();
-    let (mut reads, mut writes) = (0, 0);
+    let (mut reads, mut writes, mut last_ns) = (0, 0, 0);
     while let Some(rec) = r.next_event().unwrap() {
         match rec.event {
             uzswap_trace::Event::Read { .. } => reads += 1,
             uzswap_trace::Event::Write { .. } => writes += 1,
             _ => {}
         }
+        // Every event has the time it happened in the run (it paces a replay's kernel clock).
+        let t = rec.time_ns.expect("a recorded event has its time");
+        assert!(t >= last_ns);
+        last_ns = t;
     }
     assert!(reads + writes > 1000, "reads {reads} writes {writes}");
+    assert!(last_ns > 0);
     let mut pages = trace.clone().into_os_string();
     pages.push(".pages");
     assert!(std::fs::metadata(&pages).unwrap().len() > 4096);
@@ -1457,6 +1462,7 @@ fn record_trace_writes_a_replayable_trace() {
     assert!(out.status.success(), "{out:?}");
     let t = std::fs::read_to_string(&text).unwrap();
     assert!(t.contains("\npages file ") && t.contains("\nmeta budget_covers resident+pool\n"));
+    assert!(t.contains("\n@"), "the events keep their times");
     let again = Command::new(uzswap())
         .args(["replay", "--json", "--swap-dir"])
         .arg(workdir())

@@ -266,6 +266,8 @@ pub struct MmStats {
     /// Reclaim invocations (`try_to_free_mem_cgroup_pages`).
     pub reclaim_runs: u64,
     pub oom: u64,
+    /// Periodic statistics flushes (`Mm::flush_stats`).
+    pub stats_flushes: u64,
     /// Resident pages now (charged folios).
     pub resident_pages: u64,
     /// Swap slots in use now.
@@ -723,6 +725,7 @@ impl Mm {
     /// The periodic rstat flush: statistics readers see the subtree figures as of now (only
     /// matters with `Config::exact_stats` off).
     pub fn flush_stats(&mut self) {
+        self.st.stats_flushes += 1;
         for c in &mut self.cgs {
             c.flushed = [c.sub_inactive, c.sub_active, c.sub_activate];
         }

@@ -95,12 +95,14 @@ impl Op {
     }
 }
 
-/// A batch of events: `ops` in order, and the non-access events, each standing where a
-/// control op is in `ops`.
+/// A batch of events: `ops` in order, the non-access events, each standing where a
+/// control op is in `ops`, and the trace's clock: `(i, ns)` says that op `i` (or the batch's
+/// end, for `i == ops.len()`) comes `ns` nanoseconds into the recorded run, in op order.
 #[derive(Default, Debug)]
 pub struct Batch {
     pub ops: Vec<Op>,
     pub events: Vec<Event>,
+    pub clock: Vec<(u32, u64)>,
 }
 
 impl Batch {
@@ -109,7 +111,14 @@ impl Batch {
         Batch {
             ops: Vec::with_capacity(n),
             events: Vec::new(),
+            clock: Vec::new(),
         }
+    }
+
+    /// The next event pushed happens `ns` into the recorded run.
+    #[inline]
+    pub fn push_clock(&mut self, ns: u64) {
+        self.clock.push((self.ops.len() as u32, ns));
     }
 
     #[inline(always)]
@@ -129,6 +138,7 @@ impl Batch {
     pub fn clear(&mut self) {
         self.ops.clear();
         self.events.clear();
+        self.clock.clear();
     }
 
     pub fn len(&self) -> usize {
@@ -141,6 +151,13 @@ impl Batch {
 
     /// Move the ops from `op` on (and their events, from `event` on) to the end of `out`.
     pub fn move_tail(&mut self, op: usize, event: usize, out: &mut Batch) {
+        let base = out.ops.len() as u32;
+        out.clock.extend(
+            self.clock
+                .iter()
+                .filter(|&&(i, _)| i as usize >= op)
+                .map(|&(i, ns)| (i - op as u32 + base, ns)),
+        );
         out.ops.extend_from_slice(&self.ops[op..]);
         out.events.extend(self.events.drain(event..));
         self.clear();
@@ -190,5 +207,25 @@ mod tests {
             .map(|o| o.to_event(|| controls.next().unwrap()))
             .collect();
         assert_eq!(back, evs);
+    }
+
+    #[test]
+    fn clock_marks_follow_their_ops_when_a_tail_moves() {
+        let mut b = Batch::default();
+        b.push_clock(5);
+        b.push(Event::Read { cg: 1, page: 0 });
+        b.push(Event::Read { cg: 1, page: 1 });
+        b.push_clock(9);
+        b.push(Event::RemoveCgroup { cg: 1 });
+        b.push_clock(12);
+        assert_eq!(b.clock, vec![(0, 5), (2, 9), (3, 12)]);
+        let mut out = Batch::default();
+        out.push(Event::Read { cg: 2, page: 7 });
+        b.move_tail(1, 0, &mut out);
+        assert!(b.is_empty() && b.clock.is_empty());
+        assert_eq!(out.len(), 3);
+        assert_eq!(out.clock, vec![(2, 9), (3, 12)]);
+        out.clear();
+        assert!(out.clock.is_empty());
     }
 }

@@ -36,7 +36,7 @@ pub mod workload;
 use std::fs::File;
 use std::io::BufReader;
 
-use uzswap_trace::{Event, TraceReader};
+use uzswap_trace::{Event, Record, TraceReader};
 
 pub use batch::{Access, Batch, Op};
 pub use driver::{Replay, ReplayOptions};
@@ -78,7 +78,7 @@ pub struct LimitedTrace {
     /// By cgroup number: a child of the root.
     top_level: Vec<bool>,
     /// The limit event that follows a top-level cgroup's creation.
-    pending: Option<Event>,
+    pending: Option<Record>,
 }
 
 impl LimitedTrace {
@@ -91,7 +91,7 @@ impl LimitedTrace {
         }
     }
 
-    fn next_event(&mut self) -> Result<Option<Event>, ReplayError> {
+    fn next_record(&mut self) -> Result<Option<Record>, ReplayError> {
         if let Some(e) = self.pending.take() {
             return Ok(Some(e));
         }
@@ -107,42 +107,67 @@ impl LimitedTrace {
                     }
                     self.top_level[i] = parent == 0;
                     if parent == 0 {
-                        self.pending = Some(Event::MemoryMax {
-                            cg,
-                            bytes: Some(self.bytes),
+                        self.pending = Some(Record {
+                            time_ns: r.time_ns,
+                            event: Event::MemoryMax {
+                                cg,
+                                bytes: Some(self.bytes),
+                            },
                         });
                     }
-                    return Ok(Some(r.event));
+                    return Ok(Some(r));
                 }
                 Event::MemoryMax { cg, .. }
                     if self.top_level.get(cg as usize).copied().unwrap_or(false) => {}
-                e => return Ok(Some(e)),
+                _ => return Ok(Some(r)),
             }
         }
     }
 }
 
+/// A trace's clock marks in a batch: one at the batch's first timed event, then one whenever
+/// the trace's time moved on by this much (the statistics flush it places runs every 2 s).
+const CLOCK_STEP_NS: u64 = 1_000_000;
+
 impl Source {
     /// The next event.
     pub fn next_event(&mut self) -> Result<Option<Event>, ReplayError> {
+        Ok(self.next_record()?.map(|r| r.event))
+    }
+
+    /// The next event with its timestamp (a trace's, if it has one).
+    pub fn next_record(&mut self) -> Result<Option<Record>, ReplayError> {
         match self {
-            Source::Builtin(b) => Ok(b.next_event()),
-            Source::Trace(t) => Ok(t.next_event()?.map(|r| r.event)),
-            Source::LimitedTrace(t) => t.next_event(),
+            Source::Builtin(b) => Ok(b.next_event().map(|event| Record {
+                time_ns: None,
+                event,
+            })),
+            Source::Trace(t) => Ok(t.next_event()?),
+            Source::LimitedTrace(t) => t.next_record(),
         }
     }
 
     /// Replace `out`'s contents with the next events: at least `min` unless the stream
-    /// ends (then fewer; none at its end).
+    /// ends (then fewer; none at its end). A trace's timestamps become the batch's clock
+    /// marks (see [`Replay::advance_clock`]).
     pub fn fill(&mut self, out: &mut Batch, min: usize) -> Result<(), ReplayError> {
         if let Source::Builtin(b) = self {
             b.fill(out, min);
             return Ok(());
         }
         out.clear();
+        let mut marked: Option<u64> = None;
         while out.len() < min {
-            match self.next_event()? {
-                Some(e) => out.push(e),
+            match self.next_record()? {
+                Some(r) => {
+                    if let Some(t) = r.time_ns {
+                        if marked.is_none_or(|m| t >= m + CLOCK_STEP_NS) {
+                            out.push_clock(t);
+                            marked = Some(t);
+                        }
+                    }
+                    out.push(r.event);
+                }
                 None => break,
             }
         }
@@ -317,7 +342,18 @@ fn apply_batch(
         ids[j % LOOKAHEAD] = replay.prefetch_op(op);
     }
     let mut controls = batch.events.iter();
+    // The trace's clock marks (none for a built-in workload): the next one's op index.
+    let clock = &batch.clock;
+    let mut mark = 0;
+    let mut next_mark = clock.first().map_or(usize::MAX, |c| c.0 as usize);
     for i in 0..ops.len() {
+        if i == next_mark {
+            while let Some(&(_, ns)) = clock.get(mark).filter(|c| c.0 as usize == i) {
+                replay.advance_clock(ns);
+                mark += 1;
+            }
+            next_mark = clock.get(mark).map_or(usize::MAX, |c| c.0 as usize);
+        }
         let op = ops[i];
         let id = ids[i % LOOKAHEAD];
         ids[i % LOOKAHEAD] = match ops.get(i + LOOKAHEAD) {
@@ -336,6 +372,9 @@ fn apply_batch(
         if replay.events() & 0xffff == 0 {
             progress(replay.events());
         }
+    }
+    for &(_, ns) in &clock[mark..] {
+        replay.advance_clock(ns);
     }
     Ok(())
 }

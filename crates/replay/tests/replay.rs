@@ -474,3 +474,41 @@ fn per_pool_lru_writes_back_from_the_current_pool_after_a_switch() {
         "global {global:?} per-pool {per_pool:?}"
     );
 }
+
+/// A recording's timestamps pace the modelled kernel clock, which places the 2 s memcg
+/// statistics flush: a trace whose events span 9 s of its run gets the flushes of 9 s, the same
+/// events without timestamps none (the model's own time for them is milliseconds). Until
+/// 2026-11-28 recordings of `uzswap run` replayed with none, and so with the inactive:active
+/// ratio of each cgroup's creation: Node's recording under 90M in cgroup v2 with zstd ran out
+/// of memory in the model, with 21k pages on the active list and none on the inactive one.
+#[test]
+fn a_recordings_timestamps_pace_the_statistics_flushes() {
+    let p = std::env::temp_dir().join(format!("uzswap-replay-timed-{}.trace", std::process::id()));
+    let mut flushes = Vec::new();
+    for timed in [false, true] {
+        let at = |i: u64| timed.then_some(i * 3_000_000);
+        write_trace(&p, Format::Binary, |w| {
+            let cg = w.cgroup("app", 0, at(0)).unwrap();
+            w.event(
+                at(0),
+                &uzswap_trace::Event::MemoryMax {
+                    cg,
+                    bytes: Some(1 << 20),
+                },
+            )
+            .unwrap();
+            for i in 0..3000u64 {
+                w.write(cg, i, Content::Page((i % 2048) as u32), at(i))
+                    .unwrap();
+            }
+        });
+        let mut r = Replay::new(opts(params(), Accounting::V1), corpus()).unwrap();
+        let mut src = Source::Trace(Box::new(uzswap_trace::TraceReader::open(&p).unwrap()));
+        let rep = run(&mut r, &mut src, &mut |_| {}).unwrap();
+        assert!(rep.counter("zswpout") > 1000, "{:?}", rep.counters);
+        r.audit().unwrap();
+        flushes.push(rep.counter("stats_flushes"));
+    }
+    std::fs::remove_file(&p).unwrap();
+    assert_eq!(flushes, vec![0, 4], "untimed, then 9 s of recorded time");
+}

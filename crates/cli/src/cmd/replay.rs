@@ -677,8 +677,10 @@ fn save_trace(
         &header,
     )
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    while let Some(ev) = src.next_event()? {
-        w.event(None, &ev).map_err(|e| anyhow::anyhow!("{e}"))?;
+    // A trace's timestamps go with its events: they pace a replay's kernel clock.
+    while let Some(r) = src.next_record()? {
+        w.event(r.time_ns, &r.event)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     let n = w.events_written();
     w.finish().map_err(|e| anyhow::anyhow!("{e}"))?;
