@@ -223,10 +223,14 @@ impl Recording {
             let res = match r.kind {
                 READ => w.read(cg, space.page(r.page), Some(t)),
                 WRITE => {
+                    // The content it has at its next eviction; never evicted again, the last
+                    // the trace gave it (a write to a resident page the write tracking saw),
+                    // else zeros.
                     let c = evicts
                         .get(&(r.pid, r.page))
                         .and_then(|q| q.front().copied())
                         .map(Content::Page)
+                        .or_else(|| pages.get(&r.page).copied())
                         .unwrap_or(Content::Zero);
                     pages.insert(r.page, c);
                     w.write(cg, space.page(r.page), c, Some(t))
