@@ -69,6 +69,10 @@ pub struct ReplayOptions {
     pub spans: Vec<u64>,
     /// Open the swap file's data blocks with O_DIRECT (`SwapFile::enable_direct_io`).
     pub direct_io: bool,
+    /// A trace's timestamps pace the modelled kernel clock ([`Replay::advance_clock`]). Off
+    /// beside the live kernel, whose runners replay the events as fast as they can, not at
+    /// the recording's pace: the model's own clock is fitted to theirs.
+    pub trace_clock: bool,
 }
 
 /// How long the kernel takes for what a replay does, to place time-driven kernel behaviour
@@ -112,6 +116,7 @@ impl Default for ReplayOptions {
             clock: KernelClock::default(),
             spans: Vec::new(),
             direct_io: false,
+            trace_clock: true,
         }
     }
 }
@@ -875,6 +880,9 @@ impl Replay {
     /// recording's pace; it runs ahead where the model's own costs say so.
     #[inline]
     pub fn advance_clock(&mut self, trace_ns: u64) {
+        if !self.opts.trace_clock {
+            return;
+        }
         let now = self.kernel_ns + self.f.op_ns;
         if trace_ns > now {
             self.kernel_ns += trace_ns - now;

@@ -473,6 +473,7 @@ fn replay_options(args: &Args, plan: &Plan, timeline_every: u64) -> ReplayOption
         stats_flush: Duration::from_millis(args.stats_flush_ms),
         spans: plan.layout.iter().map(|l| l.pages).collect(),
         direct_io: args.direct_io,
+        trace_clock: !args.kernel,
         ..ReplayOptions::default()
     }
 }
