@@ -874,10 +874,10 @@ impl Replay {
     /// which no trace sees), so the modelled kernel time, which counts only what the replay
     /// does, falls behind the run's: `node_map.js` recorded over 9.2 s replayed in 1.0 s of
     /// modelled time, with no statistics flush at all, and so with the inactive:active ratio
-    /// of the cgroup's creation until its inactive list ran dry and the model OOM-killed a
-    /// run the live kernel completes (cgroup v2, 90M, zstd). The modelled clock never runs
-    /// behind the trace's, so time-driven kernel behaviour (the 2 s flush) keeps the
-    /// recording's pace; it runs ahead where the model's own costs say so.
+    /// of the cgroup's creation until its inactive list ran dry and the model ran out of
+    /// memory (cgroup v2, 90M, zstd), where exact statistics complete. The modelled clock
+    /// never runs behind the trace's, so time-driven kernel behaviour (the 2 s flush) keeps
+    /// the recording's pace; it runs ahead where the model's own costs say so.
     #[inline]
     pub fn advance_clock(&mut self, trace_ns: u64) {
         if !self.opts.trace_clock {

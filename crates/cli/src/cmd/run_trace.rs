@@ -223,9 +223,9 @@ impl Recording {
             let res = match r.kind {
                 READ => w.read(cg, space.page(r.page), Some(t)),
                 WRITE => {
-                    // The content it has at its next eviction; never evicted again, the last
-                    // the trace gave it (a write to a resident page the write tracking saw),
-                    // else zeros.
+                    // The content it has at its next eviction. A page never evicted again
+                    // keeps the last content the trace gave it (what it became is unknown,
+                    // and a zero page would not even be stored), else it is zeros.
                     let c = evicts
                         .get(&(r.pid, r.page))
                         .and_then(|q| q.front().copied())
