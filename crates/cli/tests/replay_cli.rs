@@ -283,14 +283,19 @@ fn kernel_comparison_restores_every_setting() {
         return;
     }
     // The replay takes the kernel-test lock itself; read the settings under it too.
-    let before = {
+    let settings = || {
         let _l = uzswap_kernel::KernelLock::acquire().unwrap();
         (
             zswap_params(),
             std::fs::read_to_string("/proc/swaps").unwrap(),
+            std::fs::read_to_string("/proc/sys/vm/page-cluster").unwrap(),
         )
     };
+    let before = settings();
     let c = corpus();
+    // A readahead window of its own for the run (vm.page-cluster, restored after), the model's
+    // the same.
+    let pc = if before.2.trim() == "2" { "1" } else { "2" };
     let v = ok_json(&[
         "replay",
         "--workload",
@@ -300,16 +305,16 @@ fn kernel_comparison_restores_every_setting() {
         "--corpus",
         c.to_str().unwrap(),
         "--kernel",
+        "--page-cluster",
+        pc,
         "--json",
     ]);
-    let after = {
-        let _l = uzswap_kernel::KernelLock::acquire().unwrap();
-        (
-            zswap_params(),
-            std::fs::read_to_string("/proc/swaps").unwrap(),
-        )
-    };
-    assert_eq!(before, after, "zswap parameters and swaps restored");
+    let after = settings();
+    assert_eq!(
+        before, after,
+        "zswap parameters, swaps and vm.page-cluster restored"
+    );
+    assert_eq!(v["config"]["page_cluster"].to_string(), pc);
     assert!(leftover_cgroups().is_empty(), "{:?}", leftover_cgroups());
     let k = &v["kernel"];
     assert_eq!(k["compressor"], "lzo-rle");
@@ -397,6 +402,10 @@ fn chain_rule_used_percent_changes_the_class_table_as_uzswap_classes_says() {
             "--json",
         ]);
         assert_eq!(v["config"]["chain_rule"], rule);
+        assert_eq!(
+            v["config"]["page_cluster"], 3,
+            "the kernel's default readahead"
+        );
         v["classes"]
             .as_array()
             .unwrap()

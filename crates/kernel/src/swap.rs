@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 //! Kernel swap for comparisons: a temporary swap file ([`SwapFile`], swapoff and removal on
 //! Drop) and [`page_out`], which puts given pages into the kernel's swap path (zswap when it
-//! is enabled) with `MADV_PAGEOUT` on a private anonymous mapping of this process.
+//! is enabled) with `MADV_PAGEOUT` on a private anonymous mapping of this process; and
+//! `vm.page-cluster`, the swap-in readahead window ([`PageClusterGuard`] restores it).
 
 use crate::{Error, Result};
 use std::ffi::CString;
@@ -186,4 +187,48 @@ pub fn page_out(data: &[u8]) -> Result<PagedOut> {
         })
         .collect();
     Ok(out)
+}
+
+/// `vm.page-cluster`: swap-in reads up to `1 << N` slots around a fault's (readahead).
+pub const PAGE_CLUSTER: &str = "/proc/sys/vm/page-cluster";
+
+/// The kernel's `vm.page-cluster` now.
+pub fn page_cluster() -> Result<u32> {
+    let v = crate::sysfs::read_u64(Path::new(PAGE_CLUSTER))?;
+    u32::try_from(v).map_err(|_| Error::parse(Path::new(PAGE_CLUSTER), format!("{v} out of range")))
+}
+
+/// Sets `vm.page-cluster` and writes the value it found back when dropped (also when a test
+/// panics).
+#[derive(Debug)]
+pub struct PageClusterGuard {
+    orig: Option<u32>,
+}
+
+impl PageClusterGuard {
+    /// Set `vm.page-cluster` to `n`, keeping the value it had.
+    pub fn set(n: u32) -> Result<PageClusterGuard> {
+        let orig = page_cluster()?;
+        crate::sysfs::write_value(Path::new(PAGE_CLUSTER), &n.to_string())?;
+        Ok(PageClusterGuard { orig: Some(orig) })
+    }
+
+    /// Restore now; errors are returned (Drop only prints them).
+    pub fn restore(&mut self) -> Result<()> {
+        match self.orig.take() {
+            Some(v) => crate::sysfs::write_value(Path::new(PAGE_CLUSTER), &v.to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for PageClusterGuard {
+    fn drop(&mut self) {
+        if let Err(e) = self.restore() {
+            eprintln!(
+                "uzswap-kernel: warning: could not restore vm.page-cluster: {}",
+                crate::error_chain(&e)
+            );
+        }
+    }
 }

@@ -73,6 +73,9 @@ pub struct ReplayOptions {
     /// beside the live kernel, whose runners replay the events as fast as they can, not at
     /// the recording's pace: the model's own clock is fitted to theirs.
     pub trace_clock: bool,
+    /// vm.page-cluster: swap-in reads up to `1 << page_cluster` slots around a fault's (the
+    /// kernel's default 3; 0: no readahead, as zram setups often have).
+    pub page_cluster: u32,
 }
 
 /// How long the kernel takes for what a replay does, to place time-driven kernel behaviour
@@ -117,6 +120,7 @@ impl Default for ReplayOptions {
             spans: Vec::new(),
             direct_io: false,
             trace_clock: true,
+            page_cluster: 3,
         }
     }
 }
@@ -704,6 +708,7 @@ impl Replay {
             accounting: opts.accounting,
             swap_slots,
             exact_stats: opts.stats_flush.is_zero(),
+            page_cluster: opts.page_cluster,
             ..Config::default()
         });
         let flat = flat_pages(&opts.spans);

@@ -46,6 +46,8 @@ pub struct KernelOptions {
     pub swap_slots: u32,
     /// The `uzswap` binary (it has the hidden `__replay-runner` subcommand).
     pub exe: PathBuf,
+    /// vm.page-cluster for the run (restored after); None: the machine's as it is.
+    pub page_cluster: Option<u32>,
 }
 
 /// Counters read before and after (vmstat deltas, debugfs gauges at the end).
@@ -227,6 +229,7 @@ struct Session {
     runners: Vec<Option<Runner>>,
     cgroups: Vec<Option<MemCgroup>>,
     params: ParamGuard,
+    page_cluster: Option<swap::PageClusterGuard>,
     swap: Option<swap::SwapFile>,
     _corpus: OwnedFd,
     _debugfs: DebugfsMount,
@@ -246,6 +249,9 @@ impl Drop for Session {
         }
         if let Err(e) = self.params.restore() {
             eprintln!("uzswap: warning: restoring zswap parameters: {e}");
+        }
+        if let Some(Err(e)) = self.page_cluster.as_mut().map(|g| g.restore()) {
+            eprintln!("uzswap: warning: restoring vm.page-cluster: {e}");
         }
         self.swap = None;
     }
@@ -391,6 +397,7 @@ pub fn run(
         runners: Vec::new(),
         cgroups: Vec::new(),
         params: ParamGuard::new(),
+        page_cluster: None,
         swap: None,
         _corpus: corpus_fd,
         _debugfs: dbg,
@@ -404,6 +411,9 @@ pub fn run(
         swap::SwapFile::create(&swap_path, u64::from(opts.swap_slots) * 4096)
             .map_err(kerr("swap file"))?,
     );
+    if let Some(n) = opts.page_cluster {
+        s.page_cluster = Some(swap::PageClusterGuard::set(n).map_err(kerr("vm.page-cluster"))?);
+    }
     let yn = |b: bool| if b { "Y" } else { "N" };
     s.params
         .set("max_pool_percent", &opts.max_pool_percent.to_string())

@@ -520,3 +520,25 @@ fn a_recordings_timestamps_pace_the_statistics_flushes() {
         "untimed; 9 s of recorded time; the same with the model's own clock (beside the live kernel)"
     );
 }
+
+/// `vm.page-cluster` (`ReplayOptions::page_cluster`): swap-in reads up to 2^N slots around a
+/// fault's; 0 reads none ahead, as zram setups often set it.
+#[test]
+fn page_cluster_sets_the_readahead_window() {
+    let ra = |n: u32| {
+        let o = ReplayOptions {
+            page_cluster: n,
+            ..opts(params(), Accounting::V1)
+        };
+        let (rep, _) = replay_builtin("scan", 512, o, 7);
+        (rep.counter("swap_ra"), rep.counter("pgmajfault"))
+    };
+    let (none, faults0) = ra(0);
+    let (some, faults3) = ra(3);
+    assert_eq!(none, 0, "no readahead at page-cluster 0");
+    assert!(some > 0, "readahead at the default 3");
+    assert!(
+        faults0 > faults3,
+        "readahead saves major faults: {faults0} vs {faults3}"
+    );
+}

@@ -111,6 +111,11 @@ pub struct Args {
     /// heuristics read; 0: they see exact values.
     #[arg(long, value_name = "MS", default_value_t = 2000)]
     pub stats_flush_ms: u64,
+    /// vm.page-cluster: swap-in reads up to 2^N pages around a fault (readahead; 0: none, as
+    /// zram setups often set). Default: the kernel's 3, or with --kernel the machine's value,
+    /// which --page-cluster replaces for the run (restored after).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=31))]
+    pub page_cluster: Option<u32>,
     /// Let the cache's shrink worker run concurrently, as the kernel's does (counters then
     /// depend on timing); by default it runs when each fault is done, deterministically.
     #[arg(long)]
@@ -323,6 +328,8 @@ struct Plan {
     layout: Vec<CgroupLayout>,
     swap_slots: u32,
     wparams: Option<WorkloadParams>,
+    /// vm.page-cluster of the model (and, given, of the live kernel's run).
+    page_cluster: u32,
 }
 
 fn source(args: &Args, plan: &Plan) -> anyhow::Result<Source> {
@@ -449,6 +456,12 @@ fn plan(
     if let Some(t) = trace {
         footprint = footprint.min(t.writes);
     }
+    // Beside the live kernel the model reads ahead as the machine does, unless told.
+    let page_cluster = match args.page_cluster {
+        Some(n) => n,
+        None if args.kernel => uzswap_kernel::swap::page_cluster().unwrap_or(3),
+        None => 3,
+    };
     Ok(Plan {
         name,
         accounting,
@@ -456,6 +469,7 @@ fn plan(
         layout,
         swap_slots: uzswap_replay::swap_slots_for(footprint),
         wparams,
+        page_cluster,
     })
 }
 
@@ -474,6 +488,7 @@ fn replay_options(args: &Args, plan: &Plan, timeline_every: u64) -> ReplayOption
         spans: plan.layout.iter().map(|l| l.pages).collect(),
         direct_io: args.direct_io,
         trace_clock: !args.kernel,
+        page_cluster: plan.page_cluster,
         ..ReplayOptions::default()
     }
 }
@@ -511,6 +526,7 @@ fn config_json(plan: &Plan, args: &Args, opts: &CacheOptions) -> serde_json::Val
         "lru": plan.params.lru.to_string(),
         "proactive_shrink": plan.params.proactive_shrink,
         "shrinker": plan.params.shrinker_enabled,
+        "page_cluster": plan.page_cluster,
         "options": opts.to_flags(),
     })
 }
@@ -583,6 +599,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             swap_dir: args.kernel_swap_dir.clone(),
             swap_slots: plan.swap_slots,
             exe: std::env::current_exe().context("locating the uzswap binary")?,
+            page_cluster: args.page_cluster,
         };
         let mut src = source(&args, &plan)?;
         let pb = progress_bar(total, "kernel", false);
