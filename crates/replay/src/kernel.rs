@@ -5,7 +5,8 @@
 //!
 //! Every setting is restored on the way out, whatever happens (error, panic, Ctrl-C): the
 //! runners are killed, the cgroups removed, zswap's parameters written back (enabled last to
-//! be set, first to be restored), the swap file swapped off and deleted. The whole run holds
+//! be set, first to be restored), `vm.page-cluster` written back if `--page-cluster` set it,
+//! the swap file swapped off and deleted. The whole run holds
 //! the kernel-test lock, so it never overlaps a kernel test.
 //!
 //! One runner process per cgroup ([`crate::runner`]), moved into its cgroup once it has
@@ -223,7 +224,7 @@ impl Drop for Runner {
 }
 
 /// Everything the run changed, undone in field order on drop: runners, cgroups, zswap
-/// parameters, swap file, debugfs mount, lock.
+/// parameters, vm.page-cluster, swap file, debugfs mount, lock.
 struct Session {
     /// By layout index: None before its cgroup is made (a nested one starts with its event).
     runners: Vec<Option<Runner>>,

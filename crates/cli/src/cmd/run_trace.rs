@@ -6,8 +6,8 @@
 //! What the trace holds is what the pager sees: faults (first touches and refaults, read or
 //! write from the fault's error code), frees (munmap, MADV_DONTNEED) and, for contents, the
 //! page as it was when evicted. Accesses to resident pages raise no fault and are not in it.
-//! A written page's content is the one it had at its next eviction (zero if it was never
-//! evicted again); a page written where the pager could not see it (filled by fault-around,
+//! A written page's content is the one it had at its next eviction (if it was never evicted
+//! again, the last one the trace gave it, else zero); a page written where the pager could not see it (filled by fault-around,
 //! written while resident) gets a write at its eviction, with the contents evicted.
 //!
 //! Each process of the tree is one cgroup (`pid-N`), as the format numbers pages per address
