@@ -548,6 +548,106 @@ int main(void) {
 /// compressor, the victim policies, clean-page reuse and readahead off, background reclaim off,
 /// per-pool LRUs, zero pages with entries, fault-around, and writeback to O_DIRECT swap files
 /// under a small pool limit with the shrinker. The same sorted output every time.
+/// Pages that do not compress (xorshift bytes): `n` MiB filled, summed twice and checked.
+const NOISE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+static uint64_t x = 88172645463325252ull;
+static unsigned char next(void) { x ^= x << 13; x ^= x >> 7; x ^= x << 17; return (unsigned char)x; }
+int main(int argc, char **argv) {
+    size_t n = (size_t)atoi(argv[1]) << 20;
+    unsigned char *p = malloc(n);
+    for (size_t i = 0; i < n; i++) p[i] = next();
+    uint64_t sum = 0;
+    for (int round = 0; round < 2; round++)
+        for (size_t i = round; i < n; i += 61) sum = sum * 31 + p[i];
+    x = 88172645463325252ull;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != next()) { printf("MISMATCH %zu\n", i); return 1; }
+    printf("sum %llu\n", (unsigned long long)sum);
+    return 0;
+}
+"#;
+
+/// A swap directory whose file system fills up: the failed writes are counted with their
+/// cause (`swap_no_space_errors`), the pages stay in memory, the run says so on stderr and in
+/// the report's `warnings` (the budget could not be kept), and the program's output is the
+/// plain run's. The file system is a 256 KiB tmpfs mounted in a mount namespace of the run's
+/// own (`unshare`; with a user namespace too when not root), which nothing else sees and which
+/// goes away with the run. Where neither namespace can be made, the test skips visibly.
+#[test]
+fn a_full_swap_file_system_loses_nothing_and_is_reported() {
+    if !uffd_ok() {
+        return;
+    }
+    ensure_preload();
+    let exe = compile("noise", NOISE, &[]);
+    let dir = workdir().join("full-swap-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mount = "mount -t tmpfs -o size=256k uzswap-test \"$1\" && shift && exec \"$@\"";
+    let in_namespace = |ns: &str, cmd: &[&std::ffi::OsStr]| {
+        Command::new("unshare")
+            .args([ns, "sh", "-c", mount, "sh"])
+            .arg(&dir)
+            .args(cmd)
+            .output()
+    };
+    let Some(ns) = ["-m", "-Urm"]
+        .into_iter()
+        .find(|ns| in_namespace(ns, &["true".as_ref()]).is_ok_and(|o| o.status.success()))
+    else {
+        println!("SKIPPED: no mount namespace for a small tmpfs (unshare -m / -Urm failed)");
+        return;
+    };
+    let plain = Command::new(&exe).arg("24").output().unwrap();
+    assert!(plain.status.success(), "{plain:?}");
+    let rep = workdir().join("report-full-swap-dir.json");
+    let out = in_namespace(
+        ns,
+        &[
+            uzswap().as_ref(),
+            "run".as_ref(),
+            "--memory-max".as_ref(),
+            "8M".as_ref(),
+            "--swap-dir".as_ref(),
+            dir.as_os_str(),
+            // A pool of 2.5 MiB: the rest of the 24 MiB goes to the swap file, which holds
+            // about 60 pages before its file system is full.
+            "--max-pool-percent".as_ref(),
+            "1".as_ref(),
+            "--total-memory".as_ref(),
+            "256M".as_ref(),
+            "--report".as_ref(),
+            rep.as_os_str(),
+            "--".as_ref(),
+            exe.as_os_str(),
+            "24".as_ref(),
+        ],
+    )
+    .unwrap();
+    assert_same(&plain, &out);
+    let r = report(&rep);
+    let c = &r["counters"];
+    let no_space = c["swap_no_space_errors"].as_u64().unwrap();
+    assert!(no_space > 0, "no write met the full file system: {r}");
+    assert_eq!(c["swap_write_errors"].as_u64(), Some(no_space), "{r}");
+    assert!(
+        c["pswpout"].as_u64().unwrap() > 0,
+        "nothing was written before: {r}"
+    );
+    let warnings = r["warnings"].to_string();
+    assert!(warnings.contains("file system is full"), "{warnings}");
+    assert!(warnings.contains("budget could not be kept"), "{warnings}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("uzswap run: warning:") && stderr.contains("file system is full"),
+        "{stderr}"
+    );
+    // The mount went with the namespace: the directory here is empty and writable.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}
+
 #[test]
 fn sort_keeps_its_output_in_every_cache_configuration() {
     if !uffd_ok() {

@@ -819,6 +819,16 @@ impl Inner {
         self.stats.add(g as usize, 1);
     }
 
+    /// Counts a failed backing-store write that the file system refused for lack of space
+    /// (what a user must be told: unlike the kernel's preallocated swap device, a swap file
+    /// that grows as it is written can fill its disk).
+    #[cold]
+    pub(crate) fn count_no_space(&self, e: &uzswap_backing::Error) {
+        if matches!(e, uzswap_backing::Error::NoSpace { .. }) {
+            self.count(G::SwapNoSpaceErrors);
+        }
+    }
+
     /// `count` on the calling thread's stripe `stripe` (see `stats::stripe_index`).
     #[inline]
     pub(crate) fn count_on(&self, stripe: usize, g: G) {

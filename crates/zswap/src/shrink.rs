@@ -123,9 +123,10 @@ impl Inner {
             if self.decompress_entry(&e, buf).is_err() {
                 return Err(G::DecompressFail);
             }
-            area.store
-                .write_page(slot, buf)
-                .map_err(|_| G::SwapWriteErrors)
+            area.store.write_page(slot, buf).map_err(|e| {
+                self.count_no_space(&e);
+                G::SwapWriteErrors
+            })
         });
         let mut t = shard.table.lock();
         match res {

@@ -241,8 +241,10 @@ pub(crate) enum G {
     /// Zero-filled pages kept with an entry (`Params::zero_page_entries`).
     SameFilledPages,
     Pswpout,
+    /// Of `SwapWriteErrors`: writes refused for lack of space (ENOSPC, EDQUOT).
+    SwapNoSpaceErrors,
 }
-pub(crate) const NR_GLOBAL: usize = G::Pswpout as usize + 1;
+pub(crate) const NR_GLOBAL: usize = G::SwapNoSpaceErrors as usize + 1;
 // A row starts on a cache line (`CachePadded`): the counters of every load and store share one.
 const fn counter_line(g: G) -> usize {
     g as usize * std::mem::size_of::<AtomicU64>() / 64
@@ -351,6 +353,10 @@ pub struct Counters {
     pub swap_read_errors: u64,
     /// Failed backing-store writes (uzswap).
     pub swap_write_errors: u64,
+    /// Of `swap_write_errors`: those refused for lack of space, a full file system or quota
+    /// (uzswap; the kernel's swap slots are allocated on the device beforehand, so it has
+    /// no such failure).
+    pub swap_no_space_errors: u64,
     /// Backing-store reads whose block failed its checksum (uzswap).
     pub swap_checksum_errors: u64,
     /// LRU entries the shrinkers looked at (uzswap).
@@ -401,6 +407,7 @@ impl Counters {
             reject_disabled: g.sum(G::RejectDisabled as usize),
             swap_read_errors: g.sum(G::SwapReadErrors as usize),
             swap_write_errors: g.sum(G::SwapWriteErrors as usize),
+            swap_no_space_errors: g.sum(G::SwapNoSpaceErrors as usize),
             swap_checksum_errors: g.sum(G::SwapChecksumErrors as usize),
             shrinker_scanned: g.sum(G::ShrinkerScanned as usize),
             shrinker_freed: g.sum(G::ShrinkerFreed as usize),
@@ -419,7 +426,7 @@ impl Counters {
     pub fn to_kernel_text(&self) -> String {
         use std::fmt::Write;
         let mut s = String::new();
-        let rows: [(&str, u64); 33] = [
+        let rows: [(&str, u64); 34] = [
             ("pool_limit_hit", self.pool_limit_hit),
             ("reject_reclaim_fail", self.reject_reclaim_fail),
             ("reject_alloc_fail", self.reject_alloc_fail),
@@ -448,6 +455,7 @@ impl Counters {
             ("reject_disabled", self.reject_disabled),
             ("swap_read_errors", self.swap_read_errors),
             ("swap_write_errors", self.swap_write_errors),
+            ("swap_no_space_errors", self.swap_no_space_errors),
             ("swap_checksum_errors", self.swap_checksum_errors),
             ("shrinker_scanned", self.shrinker_scanned),
             ("shrinker_freed", self.shrinker_freed),

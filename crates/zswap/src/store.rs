@@ -465,6 +465,7 @@ impl Inner {
             }
             Err(e) => {
                 self.count(G::SwapWriteErrors);
+                self.count_no_space(&e);
                 Err(Error::Backing(e))
             }
         }

@@ -63,6 +63,7 @@ fn writeback_write_errors_keep_entries() {
     assert_eq!(r.freed, 5, "5 writes failed, the next 5 succeeded");
     let c = z.counters();
     assert_eq!(c.swap_write_errors, 5);
+    assert_eq!(c.swap_no_space_errors, 0, "EIO is not a full disk");
     assert_eq!(c.reject_reclaim_fail, 5);
     assert_eq!(c.written_back_pages, 5);
     assert_eq!(c.stored_pages, in_pool - 5);
@@ -104,6 +105,11 @@ fn swap_out_full_disk_and_eio_are_reported() {
     );
     assert_eq!(buf, p);
     assert_eq!(z.counters().swap_write_errors, 2);
+    assert_eq!(
+        z.counters().swap_no_space_errors,
+        1,
+        "one of them a full disk"
+    );
     // Writeback onto a full disk: the entries stay in the pool.
     z.set_params(Params {
         enabled: true,
@@ -114,6 +120,13 @@ fn swap_out_full_disk_and_eio_are_reported() {
     swap.fault_injector().no_space_next_writes(1000);
     let r = z.shrinker_scan(CgroupId::ROOT, 0, 30);
     assert_eq!(r.freed, 0);
+    let c = z.counters();
+    assert_eq!(
+        c.swap_no_space_errors,
+        1 + 30,
+        "every refused writeback is counted"
+    );
+    assert_eq!(c.swap_write_errors, 2 + 30);
     swap.fault_injector().clear();
     check_all(&z, &pages);
 }

@@ -551,7 +551,7 @@ fn run_inner(args: Args) -> Result<i32> {
     // SAFETY: fills the struct.
     unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ruc) };
     let peak_rss = (ru.ru_maxrss.max(ruc.ru_maxrss) as u64) * 1024;
-    let report = build_report(
+    let mut report = build_report(
         shm.seg,
         exit_status,
         elapsed,
@@ -561,6 +561,12 @@ fn run_inner(args: Args) -> Result<i32> {
         covers_pool,
         args.direct_io,
     );
+    report["swap_dir"] = swap_dir.display().to_string().into();
+    let warned = warnings(&report);
+    for w in &warned {
+        eprintln!("uzswap run: warning: {w}");
+    }
+    report["warnings"] = warned.into();
     if let Some(t) = trace {
         let n = t.finish()?;
         eprintln!(
@@ -737,6 +743,48 @@ fn build_report(
 
 fn secs(t: libc::timeval) -> f64 {
     t.tv_sec as f64 + t.tv_usec as f64 / 1e6
+}
+
+/// What went wrong beneath the program, in words (printed to stderr whether or not the report
+/// goes to a file, and kept in the report as `warnings`): failed swap-file I/O, and a budget
+/// that could not be kept because nothing was left to evict.
+fn warnings(r: &serde_json::Value) -> Vec<String> {
+    let c = &r["counters"];
+    let g = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let mib = |v: &serde_json::Value| g(v) as f64 / 1048576.0;
+    let dir = r["swap_dir"].as_str().unwrap_or("?");
+    let mut w = Vec::new();
+    let (writes, no_space) = (g(&c["swap_write_errors"]), g(&c["swap_no_space_errors"]));
+    if writes > 0 {
+        let cause = match no_space {
+            0 => String::from("I/O errors"),
+            n if n == writes => String::from("its file system is full"),
+            n => format!("{n} of them because its file system is full"),
+        };
+        w.push(format!(
+            "{writes} writes to the swap files in {dir} failed ({cause}); \
+             those pages stayed in memory (--swap-dir chooses another directory)"
+        ));
+    }
+    let (reads, sums) = (g(&c["swap_read_errors"]), g(&c["swap_checksum_errors"]));
+    if reads + sums > 0 {
+        w.push(format!(
+            "{} reads from the swap files in {dir} failed ({sums} of them checksum mismatches); \
+             no wrong data was handed to the program (a page that cannot be read back kills it \
+             with SIGBUS, as a failed swap-in does under the kernel)",
+            reads + sums
+        ));
+    }
+    let over = g(&r["budget"]["over_budget_events"]);
+    if over > 0 {
+        w.push(format!(
+            "the budget could not be kept: {over} times a process was over it with nothing left \
+             to evict (peak charged {:.1} MiB against {:.1} MiB)",
+            mib(&r["budget"]["peak_charged_bytes"]),
+            mib(&r["budget"]["memory_max_bytes"]),
+        ));
+    }
+    w
 }
 
 fn summary(r: &serde_json::Value) -> String {
