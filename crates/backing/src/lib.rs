@@ -23,7 +23,7 @@
 //! ```
 
 #![deny(missing_docs)]
-// One function needs unsafe (`swapfile::zeroed_table`), and allows it for itself.
+// Two functions need unsafe (`swapfile::zeroed_table`, `swapfile::raise_fd`), and allow it for themselves.
 #![deny(unsafe_code)]
 
 mod alloc;

@@ -99,6 +99,9 @@ pub struct SwapFile {
     lazy_dir: Option<PathBuf>,
     /// Serialises the making of a lazy file.
     lazy_lock: Mutex<()>,
+    /// The lowest descriptor number the file's descriptors take (0: wherever the kernel puts
+    /// them); see [`SwapFile::set_fd_floor`].
+    fd_floor: i32,
     area: u32,
     capacity: u64,
     table_offset: u64,
@@ -193,6 +196,25 @@ fn le_u32(b: &[u8]) -> u32 {
 
 fn le_u64(b: &[u8]) -> u64 {
     u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
+}
+
+/// `f` on a close-on-exec descriptor at or above `floor` (0: `f` as it is); `f` itself where
+/// no number up there is free.
+#[allow(unsafe_code)]
+fn raise_fd(f: File, floor: i32) -> File {
+    use std::os::fd::{AsRawFd as _, FromRawFd as _};
+    if floor <= 0 || f.as_raw_fd() >= floor {
+        return f;
+    }
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor `f` owns returns a new descriptor or -1; the new
+    // one is owned by the returned File alone, and `f` closes its own on drop.
+    unsafe {
+        let high = libc::fcntl(f.as_raw_fd(), libc::F_DUPFD_CLOEXEC, floor);
+        if high < 0 {
+            return f;
+        }
+        File::from_raw_fd(high)
+    }
 }
 
 /// Opens an unnamed file in `dir` (O_TMPFILE); where the filesystem lacks it, a named file
@@ -394,9 +416,33 @@ impl SwapFile {
         if let Some(f) = self.file.get() {
             return Ok(f);
         }
-        let f = open_temp(dir)?;
+        let f = raise_fd(open_temp(dir)?, self.fd_floor);
         Self::format(&f, self.area, self.capacity).map_err(|(_, e)| e)?;
         Ok(self.file.get_or_init(|| f))
+    }
+
+    /// Keeps the file's descriptors at or above `floor` from now on: those open now move there,
+    /// and a file made later (or reopened for O_DIRECT) goes there. For a library inside another
+    /// program (`uzswap run`'s pager): its descriptors then never take the numbers the program
+    /// expects its own `open` calls to return, nor the ones it `dup2`s onto. Where no number up
+    /// there is free a descriptor stays where it is.
+    pub fn set_fd_floor(&mut self, floor: i32) {
+        self.fd_floor = floor;
+        if let Some(f) = self.file.take() {
+            let _ = self.file.set(raise_fd(f, floor));
+        }
+        if let Some(f) = self.direct.take() {
+            self.direct = Some(raise_fd(f, floor));
+        }
+    }
+
+    /// The file's descriptors open now: the buffered one, and the O_DIRECT one if any.
+    pub fn raw_fds(&self) -> [Option<std::os::fd::RawFd>; 2] {
+        use std::os::fd::AsRawFd as _;
+        [
+            self.file.get().map(|f| f.as_raw_fd()),
+            self.direct.as_ref().map(|f| f.as_raw_fd()),
+        ]
     }
 
     fn build(
@@ -411,6 +457,7 @@ impl SwapFile {
             file: file.map_or_else(OnceLock::new, OnceLock::from),
             lazy_dir: None,
             lazy_lock: Mutex::new(()),
+            fd_floor: 0,
             area,
             capacity,
             table_offset,
@@ -446,6 +493,7 @@ impl SwapFile {
             .custom_flags(libc::O_DIRECT)
             .open(path)
             .map_err(|source| Error::DirectIoRefused { source })?;
+        let f = raise_fd(f, self.fd_floor);
         let mut probe = AlignedBlock::new();
         pread_full(&f, &mut probe.0, self.data_offset)
             .map_err(|source| Error::DirectIoRefused { source })?;

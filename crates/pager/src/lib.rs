@@ -28,6 +28,7 @@
 //! compare-and-swap per page, `InPager` set), which runs with signals open.
 
 pub mod cgroup_view;
+pub mod fds;
 pub mod futex_rwlock;
 pub mod hooks;
 pub mod mlock;
@@ -75,8 +76,13 @@ pub fn init() -> Result<&'static Pager, String> {
             let path = std::ffi::CString::new(std::env::var("UZSWAP_SHM_PATH").ok()?).ok()?;
             // SAFETY: a NUL-terminated path; the fd stays open for the process's life.
             let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-            (fd >= 0 && shared::is_segment_fd(fd)).then_some(fd)
+            (fd >= 0 && shared::is_segment_fd(fd)).then(|| fds::adopt(fd, false))
         });
+    // `uzswap run` put the inherited one above the program's numbers (`fds::floor`); both are
+    // kept from the program's close calls.
+    if let Some(fd) = fd {
+        fds::register(fd);
+    }
     if fd.is_none() && std::env::var_os("UZSWAP_SHM_PATH").is_some() {
         return Err("the run's shared accounting segment is gone (is `uzswap run` alive?)".into());
     }

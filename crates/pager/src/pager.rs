@@ -453,11 +453,31 @@ impl Pager {
     /// then.) An O_DIRECT file is opened at once: whether the file system takes O_DIRECT is
     /// only known at the open.
     fn swap_file(cfg: &Config, area: u32) -> Result<SwapFile, String> {
-        if cfg.direct_io {
-            return swap_file(&cfg.swap_dir, area, cfg.swap_slots, cfg.direct_io);
+        let mut f = if cfg.direct_io {
+            swap_file(&cfg.swap_dir, area, cfg.swap_slots, cfg.direct_io)?
+        } else {
+            SwapFile::create_temp_on_first_write(&cfg.swap_dir, area, cfg.swap_slots)
+                .map_err(|e| format!("swap file in {}: {e}", cfg.swap_dir.display()))?
+        };
+        // Out of the program's way; `fds` recognises them through `holds_swap_fd`.
+        f.set_fd_floor(crate::fds::floor());
+        Ok(f)
+    }
+
+    /// Is `fd` one of this process's swap files' descriptors?
+    pub fn holds_swap_fd(&self, fd: i32) -> bool {
+        let mut found = false;
+        self.each_swap_fd(|f| found |= f == fd);
+        found
+    }
+
+    /// Calls `f` with every descriptor of this process's swap files.
+    pub fn each_swap_fd(&self, mut f: impl FnMut(i32)) {
+        for a in self.areas.iter().filter_map(|a| a.get()) {
+            for fd in a.raw_fds().into_iter().flatten() {
+                f(fd);
+            }
         }
-        SwapFile::create_temp_on_first_write(&cfg.swap_dir, area, cfg.swap_slots)
-            .map_err(|e| format!("swap file in {}: {e}", cfg.swap_dir.display()))
     }
 
     #[inline]

@@ -67,7 +67,7 @@ impl Recorder {
                 | if append { libc::O_APPEND } else { 0 };
             // SAFETY: a NUL-terminated path.
             let fd = unsafe { libc::open(path.as_ptr(), flags, 0o600) };
-            (fd >= 0).then_some(fd)
+            (fd >= 0).then(|| crate::fds::adopt(fd, false))
         };
         let start_ns = std::env::var("UZSWAP_TRACE_T0")
             .ok()

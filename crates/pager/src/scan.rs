@@ -75,8 +75,10 @@ impl Scanner {
                 libc::O_RDONLY | libc::O_CLOEXEC,
             )
         };
+        let fd = crate::fds::adopt(fd, false);
         let old = self.fd.swap(fd, Relaxed);
         if old >= 0 {
+            crate::fds::forget(old);
             // SAFETY: our own descriptor (inherited copy in a fork child), not used any more.
             unsafe { libc::close(old) };
         }
@@ -87,6 +89,7 @@ impl Scanner {
     pub fn close(&self) {
         let old = self.fd.swap(-1, Relaxed);
         if old >= 0 {
+            crate::fds::forget(old);
             // SAFETY: our own descriptor, not used any more.
             unsafe { libc::close(old) };
         }

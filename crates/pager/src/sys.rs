@@ -195,6 +195,15 @@ pub unsafe fn raw_mmap(
     check(unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) })
 }
 
+/// `close(2)` as a raw system call (never the preload library's `close`).
+///
+/// # Safety
+/// The caller must own `fd`: nothing may use it afterwards.
+pub unsafe fn raw_close(fd: i32) {
+    // SAFETY: close takes an integer; the caller owns the descriptor.
+    unsafe { libc::syscall(libc::SYS_close, fd) };
+}
+
 /// `munmap(2)` as a raw system call.
 ///
 /// # Safety

@@ -118,6 +118,13 @@ pub struct Uffd {
     features: u64,
 }
 
+impl Drop for Uffd {
+    fn drop(&mut self) {
+        // The number is the program's again once closed (by `fd`'s own drop, next).
+        crate::fds::forget(self.fd.as_raw_fd());
+    }
+}
+
 impl Uffd {
     /// Creates a non-blocking, close-on-exec userfaultfd with `UFFD_USER_MODE_ONLY` (so it works
     /// for every user) and enables SIGBUS mode, MOVE and, where the kernel has them, async write
@@ -134,6 +141,8 @@ impl Uffd {
         if fd < 0 {
             return Err(("userfaultfd", crate::sys::errno()));
         }
+        // Out of the program's way (see `fds`); forgotten again on drop.
+        let fd = crate::fds::adopt(fd as i32, false);
         // SAFETY: the kernel just gave us this fd; nothing else owns it.
         let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
         // UFFDIO_API can be called once per descriptor: ask which features the kernel has on a

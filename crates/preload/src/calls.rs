@@ -611,6 +611,101 @@ macro_rules! fcntl_wrap {
     };
 }
 
+// ---------------------------------------------------------------- the pager's descriptors
+
+/// `close`, except that the pager's own descriptors (userfaultfd, pagemap, swap files, see
+/// `uzswap_pager::fds`) stay open: closing one fails with EBADF, as closing a number that is
+/// not open does in a plain run. (Programs that close every descriptor they did not open
+/// killed themselves at their next fault.)
+///
+/// # Safety
+/// As `close(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    static S: NextSym = NextSym::new(c"close");
+    if uzswap_pager::fds::guarded(fd) {
+        uzswap_pager::sys::set_errno(libc::EBADF);
+        return -1;
+    }
+    // SAFETY: libc's `close`.
+    unsafe {
+        let f: unsafe extern "C" fn(c_int) -> c_int = std::mem::transmute(S.get());
+        f(fd)
+    }
+}
+
+/// `close_range` (glibc 2.34), closing around the pager's descriptors.
+///
+/// # Safety
+/// As `close_range(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    static S: NextSym = NextSym::new(c"close_range");
+    if let Some(r) = uzswap_pager::fds::close_range(first, last, flags as u32) {
+        return r;
+    }
+    // SAFETY: libc's `close_range`.
+    unsafe {
+        let f: unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int = std::mem::transmute(S.get());
+        f(first, last, flags)
+    }
+}
+
+/// `closefrom` (glibc 2.34), closing around the pager's descriptors (glibc's own calls the
+/// system call directly, past any wrapper of `close_range`).
+///
+/// # Safety
+/// As `closefrom(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    static S: NextSym = NextSym::new(c"closefrom");
+    if low >= 0 && uzswap_pager::fds::close_range(low as u32, u32::MAX, 0).is_some() {
+        return;
+    }
+    // SAFETY: libc's `closefrom`.
+    unsafe {
+        let f: unsafe extern "C" fn(c_int) = std::mem::transmute(S.get());
+        f(low)
+    }
+}
+
+/// `dup2`, refused with EBADF onto one of the pager's descriptors (which would otherwise be
+/// closed and replaced: a swap file replaced by the program's file got the pager's blocks).
+///
+/// # Safety
+/// As `dup2(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    static S: NextSym = NextSym::new(c"dup2");
+    if old != new && uzswap_pager::fds::guarded(new) {
+        uzswap_pager::sys::set_errno(libc::EBADF);
+        return -1;
+    }
+    // SAFETY: libc's `dup2`.
+    unsafe {
+        let f: unsafe extern "C" fn(c_int, c_int) -> c_int = std::mem::transmute(S.get());
+        f(old, new)
+    }
+}
+
+/// `dup3`, as `dup2`.
+///
+/// # Safety
+/// As `dup3(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    static S: NextSym = NextSym::new(c"dup3");
+    if uzswap_pager::fds::guarded(new) {
+        uzswap_pager::sys::set_errno(libc::EBADF);
+        return -1;
+    }
+    // SAFETY: libc's `dup3`.
+    unsafe {
+        let f: unsafe extern "C" fn(c_int, c_int, c_int) -> c_int = std::mem::transmute(S.get());
+        f(old, new, flags)
+    }
+}
+
 fcntl_wrap!(fcntl);
 // `fcntl` under `_FILE_OFFSET_BITS=64` (glibc 2.28 and later).
 fcntl_wrap!(fcntl64);

@@ -1488,6 +1488,21 @@ pub unsafe extern "C" fn syscall(
         unsafe { *libc::__errno_location() = libc::ENOSYS };
         return -1;
     }
+    // The pager's descriptors, as the `close`, `close_range`, `dup2` and `dup3` wrappers keep
+    // them (see `uzswap_pager::fds`).
+    let guarded = |fd: libc::c_long| uzswap_pager::fds::guarded(fd as i32);
+    if (nr == libc::SYS_close && guarded(a1))
+        || ((nr == libc::SYS_dup2 || nr == libc::SYS_dup3) && a1 != a2 && guarded(a2))
+    {
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::EBADF };
+        return -1;
+    }
+    if nr == libc::SYS_close_range {
+        if let Some(r) = uzswap_pager::fds::close_range(a1 as u32, a2 as u32, a3 as u32) {
+            return r.into();
+        }
+    }
     if nr == libc::SYS_seccomp && (a1 == 0 || a1 == 1) {
         // SECCOMP_SET_MODE_STRICT or _FILTER (libseccomp's `seccomp_load`).
         hooks::before_seccomp();
