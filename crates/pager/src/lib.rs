@@ -5,7 +5,7 @@
 //! managed regions and their page-state words (`region`), the SIGBUS fault path resolving
 //! faults on the faulting thread and chaining to the program's handlers (`signals`), eviction
 //! with `UFFDIO_MOVE` and the clock sweep, clean-page reuse and swap readahead, pins for
-//! system-call buffers and the budget (`pager`), write tracking with `PAGEMAP_SCAN` (`scan`), the accounting segment shared by a process tree (`shared`), the cgroup limit and usage files as the program reads them (`cgroup_view`), the debugging log of
+//! system-call buffers and the budget (`pager`), write tracking with `PAGEMAP_SCAN` (`scan`), the accounting segment shared by a process tree (`shared`), the pager's own file descriptors, kept above the program's numbers and out of its close calls (`fds`), the cgroup limit and usage files as the program reads them (`cgroup_view`), the debugging log of
 //! page-state transitions (`pagelog`, off unless `UZSWAP_PAGE_LOG` is set), the logic of the
 //! preload library's libc wrappers (`hooks`), and raw system calls (`sys`). The LD_PRELOAD
 //! library `uzswap-preload` is a thin layer of exported symbols over this crate;
