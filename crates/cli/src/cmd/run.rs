@@ -788,12 +788,11 @@ fn warnings(r: &serde_json::Value) -> Vec<String> {
         ));
     }
     let over = g(&r["budget"]["over_budget_events"]);
-    // Within 2 MiB the budget holds as documented (a reclaim batch, pinned buffers and a
-    // fault-around window beyond SIZE at a time): not worth a warning.
-    let slack = 2 << 20;
-    if over > 0
-        && g(&r["budget"]["peak_charged_bytes"]) > g(&r["budget"]["memory_max_bytes"]) + slack
-    {
+    // Within 2 MiB and 3 % the budget holds as documented (a reclaim batch, pinned buffers and
+    // a fault-around window per faulting thread beyond SIZE at a time; a JVM's many threads
+    // reach 2.5 MiB over 59M): not worth a warning.
+    let max = g(&r["budget"]["memory_max_bytes"]);
+    if over > 0 && g(&r["budget"]["peak_charged_bytes"]) > max + (2 << 20) + max / 32 {
         w.push(format!(
             "the budget could not be kept: {over} times a process was over it with nothing left \
              to evict (peak charged {:.1} MiB against {:.1} MiB)",
