@@ -633,6 +633,116 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// The preload library reaches programs through LD_PRELOAD, which splits its value at spaces
+/// and colons: a library at such a path is refused before the program starts (before, the
+/// loader ignored both halves and the program ran with nothing managed, silently). And a run in
+/// which no process set up its pager says so (here: a library that is not the pager's).
+#[test]
+fn a_preload_library_the_loader_cannot_load_is_refused_or_reported() {
+    if !uffd_ok() {
+        return;
+    }
+    ensure_preload();
+    let lib = Path::new(uzswap())
+        .parent()
+        .unwrap()
+        .join("libuzswap_preload.so");
+    let spaced = workdir().join("with space");
+    std::fs::create_dir_all(&spaced).unwrap();
+    std::fs::copy(&lib, spaced.join("libuzswap_preload.so")).unwrap();
+    let out = Command::new(uzswap())
+        .args(["run", "--memory-max", "8M", "--", "/bin/echo", "started"])
+        .env("UZSWAP_PRELOAD_LIB", spaced.join("libuzswap_preload.so"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    assert!(out.stdout.is_empty(), "the program started: {out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("LD_PRELOAD cannot carry"), "{err}");
+    // A symbolic link to it is followed: the library's real path is what LD_PRELOAD gets.
+    let _ = std::fs::remove_file(spaced.join("link.so"));
+    std::os::unix::fs::symlink(&lib, spaced.join("link.so")).unwrap();
+    let rep = workdir().join("report-linked-preload.json");
+    let exe = fill_small();
+    let linked = std::ffi::OsString::from(spaced.join("link.so"));
+    let out = run_under_env(
+        "8M",
+        &[],
+        &[("UZSWAP_PRELOAD_LIB", &linked)],
+        &rep,
+        &[exe.to_str().unwrap(), "24"],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(report(&rep)["processes_paged"].as_u64().unwrap() >= 1);
+    // A library that is not the pager's: the program runs, unpaged, and the run says so.
+    let libm = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/usr/lib64/libm.so.6",
+        "/lib64/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists());
+    let Some(libm) = libm else {
+        println!("SKIPPED (second half): no libm.so.6 at the usual places");
+        return;
+    };
+    let rep = workdir().join("report-not-the-pager.json");
+    let out = run_under_env(
+        "8M",
+        &[],
+        &[("UZSWAP_PRELOAD_LIB", libm.as_ref())],
+        &rep,
+        &["/bin/echo", "started"],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "started\n");
+    let r = report(&rep);
+    assert_eq!(r["processes_paged"].as_u64(), Some(0), "{r}");
+    assert!(
+        r["warnings"]
+            .to_string()
+            .contains("no process of the tree was paged"),
+        "{r}"
+    );
+}
+
+/// A relative `--swap-dir` names the directory where `uzswap run` started, also for a program
+/// that changes directory before its first write-back (each process makes its swap file then).
+#[test]
+fn a_relative_swap_directory_holds_after_the_program_changes_directory() {
+    if !uffd_ok() {
+        return;
+    }
+    ensure_preload();
+    let exe = compile("noise", NOISE, &[]);
+    let dir = workdir().join("relative-swap-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let rep = workdir().join("report-relative-swap-dir.json");
+    let script = format!("cd / && exec {} 24", exe.display());
+    let plain = Command::new("sh").args(["-c", &script]).output().unwrap();
+    let out = Command::new(uzswap())
+        .current_dir(&dir)
+        .args(["run", "--memory-max", "8M", "--swap-dir", "."])
+        .args([
+            "--max-pool-percent",
+            "1",
+            "--total-memory",
+            "256M",
+            "--report",
+        ])
+        .arg(&rep)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_same(&plain, &out);
+    let r = report(&rep);
+    assert_eq!(r["counters"]["swap_write_errors"].as_u64(), Some(0), "{r}");
+    assert!(r["counters"]["pswpout"].as_u64().unwrap() > 100, "{r}");
+    assert_eq!(
+        r["swap_dir"].as_str(),
+        Some(dir.canonicalize().unwrap().to_str().unwrap())
+    );
+}
+
 /// A swap directory whose file system fills up: the failed writes are counted with their
 /// cause (`swap_no_space_errors`), the pages stay in memory, the run says so on stderr and in
 /// the report's `warnings` (the budget could not be kept), and the program's output is the

@@ -2802,6 +2802,7 @@ impl Pager {
             z.hold_shrink_worker(false);
         }
         self.seg.processes.fetch_add(1, Relaxed);
+        self.seg.joined.fetch_add(1, Relaxed);
         self.proc_slot.store(usize::MAX, Relaxed);
         self.join_tree();
         self.publish_pool();

@@ -52,6 +52,9 @@ pub struct Segment {
     /// Peak of the pool's pages over the run (whether or not the budget covers them).
     pub peak_pool_pages: AtomicU64,
     pub processes: AtomicU64,
+    /// Processes that set up their pager over the run (never decremented): none means the
+    /// preload library was never loaded, and the program ran unpaged.
+    pub joined: AtomicU64,
     pub faults: AtomicU64,
     pub faults_from_pool: AtomicU64,
     pub faults_from_swapfile: AtomicU64,

@@ -331,6 +331,24 @@ impl Elf {
 /// The preload library: `UZSWAP_PRELOAD_LIB`, or next to this executable (or one level up,
 /// for test binaries in target/*/deps).
 pub fn find_preload() -> Result<PathBuf> {
+    let lib = find_preload_file()?;
+    // Absolute, for programs that change directory before they exec the next program; and
+    // without the characters LD_PRELOAD separates its entries with, which it cannot escape (a
+    // path with a space was split, the loader ignored both halves, and the program ran with
+    // nothing managed).
+    let lib = std::fs::canonicalize(&lib).with_context(|| format!("{}", lib.display()))?;
+    let text = lib.to_string_lossy();
+    if text.contains([' ', ':', '\t', '\n']) {
+        bail!(
+            "the preload library's path {text:?} holds a space or a colon, which LD_PRELOAD \
+             cannot carry: install uzswap under a path without them, or set \
+             UZSWAP_PRELOAD_LIB to a copy of the library at such a path"
+        );
+    }
+    Ok(lib)
+}
+
+fn find_preload_file() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("UZSWAP_PRELOAD_LIB") {
         return Ok(PathBuf::from(p));
     }
@@ -429,6 +447,11 @@ fn run_inner(args: Args) -> Result<i32> {
         .or_else(|| std::env::var_os("UZSWAP_SWAP_DIR").map(PathBuf::from))
         .unwrap_or_else(std::env::temp_dir);
     check_swap_dir(&swap_dir, args.direct_io)?;
+    // Absolute: each process makes its swap file at its first write-back, maybe after a `cd`
+    // (a relative `--swap-dir .` then pointed into /proc for a script that had changed
+    // directory, and every write failed).
+    let swap_dir = std::fs::canonicalize(&swap_dir)
+        .with_context(|| format!("swap directory {}", swap_dir.display()))?;
     let covers_pool = args.budget_covers == "resident+pool";
     let shm = create_segment(args.memory_max, covers_pool)?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&shm.fd);
@@ -692,6 +715,8 @@ fn build_report(
         "elapsed_s": elapsed,
         "peak_rss_bytes": peak_rss,
         "pager_reevictions_saved": saved_share,
+        // Processes of the tree that were paged (each process, fork child and exec'd image).
+        "processes_paged": l(&seg.joined),
         // The whole process tree's CPU time and page faults (`getrusage(RUSAGE_CHILDREN)`):
         // what paging costs the program beyond the faults the pager resolves, e.g. the
         // write-protect faults of write tracking (minor faults in the kernel, no signal).
@@ -785,6 +810,13 @@ fn warnings(r: &serde_json::Value) -> Vec<String> {
              no wrong data was handed to the program (a page that cannot be read back kills it \
              with SIGBUS, as a failed swap-in does under the kernel)",
             reads + sums
+        ));
+    }
+    if g(&r["processes_paged"]) == 0 {
+        w.push(String::from(
+            "no process of the tree was paged: the preload library did not load (is LD_PRELOAD \
+             removed on the way, or the program set-user-ID or static?); its memory ran \
+             unmanaged",
         ));
     }
     let over = g(&r["budget"]["over_budget_events"]);

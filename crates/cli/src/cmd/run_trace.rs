@@ -99,6 +99,9 @@ impl Recording {
         let raw_dir = PathBuf::from(raw_dir);
         std::fs::create_dir_all(&raw_dir)
             .with_context(|| format!("creating {}", raw_dir.display()))?;
+        // Absolute: a process of the tree opens it at its start, maybe after a `cd`.
+        let raw_dir = std::fs::canonicalize(&raw_dir)
+            .with_context(|| format!("resolving {}", raw_dir.display()))?;
         for f in ["events.raw", "pages.raw"] {
             let _ = std::fs::remove_file(raw_dir.join(f));
         }
