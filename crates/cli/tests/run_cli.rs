@@ -633,6 +633,22 @@ int main(int argc, char **argv) {
 }
 "#;
 
+/// A program exec'd with a cleared environment (`env -i`) stays in the tree and its budget, as
+/// a cgroup's descendants do: the exec wrappers put the run's variables back (before, it ran
+/// unpaged: 65 MiB of RSS under an 8M budget, with no warning).
+#[test]
+fn an_exec_with_a_cleared_environment_stays_in_the_tree() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = fill_small();
+    let r = same_output("8M", &["/usr/bin/env", "-i", exe.to_str().unwrap(), "24"]);
+    assert!(r["processes_paged"].as_u64().unwrap() >= 2, "{r}");
+    assert!(r["counters"]["zswpout"].as_u64().unwrap() > 1000, "{r}");
+    let charged = r["budget"]["peak_charged_bytes"].as_u64().unwrap();
+    assert!(charged <= (8 << 20) + (2 << 20), "peak charged {charged}");
+}
+
 /// The preload library reaches programs through LD_PRELOAD, which splits its value at spaces
 /// and colons: a library at such a path is refused before the program starts (before, the
 /// loader ignored both halves and the program ran with nothing managed, silently). And a run in

@@ -635,9 +635,31 @@ pub fn fork_child() {
 /// page, and a SIGBUS while blocked kills the process (bash under 1M exited with 135).
 static DEBUG: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Reads the environment `at_exit` needs (at init, before the program's code runs).
+/// Reads the environment `at_exit` needs (at init, before the program's code runs), and keeps
+/// the run's own variables for the programs this one execs (`tree_env`).
 pub fn read_env() {
     DEBUG.store(std::env::var_os("UZSWAP_DEBUG").is_some(), Relaxed);
+    let vars = std::env::vars_os()
+        .filter(|(k, _)| k == "LD_PRELOAD" || k.as_encoded_bytes().starts_with(b"UZSWAP_"))
+        .filter_map(|(k, v)| {
+            let mut kv = k.into_encoded_bytes();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_encoded_bytes());
+            std::ffi::CString::new(kv).ok()
+        })
+        .collect();
+    let _ = TREE_ENV.set(vars);
+}
+
+static TREE_ENV: std::sync::OnceLock<Vec<std::ffi::CString>> = std::sync::OnceLock::new();
+
+/// The variables `uzswap run` gave this process (`LD_PRELOAD=<the preload library>[:...]` and
+/// every `UZSWAP_*`), as `KEY=VALUE`, read before the program's code ran: what a program it
+/// execs needs to be paged in the same tree. The exec and spawn wrappers put back those the
+/// program left out of the child's environment (`env -i`, a sanitised environment), so that
+/// the budget covers the whole tree as a cgroup covers its descendants.
+pub fn tree_env() -> &'static [std::ffi::CString] {
+    TREE_ENV.get().map_or(&[], Vec::as_slice)
 }
 
 /// At exit (`exit`, `_exit`, the library destructor): hand the counters to the tree once.

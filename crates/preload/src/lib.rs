@@ -1706,6 +1706,85 @@ stdio_wrap!(fwrite_unlocked, *const c_void);
 type Execve =
     unsafe extern "C" fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int;
 
+/// What `tree_envp` made, alive until the exec or spawn call returns.
+#[derive(Default)]
+struct EnvKeep {
+    array: Vec<*const c_char>,
+    preload: Option<std::ffi::CString>,
+}
+
+/// `envp` with the run's variables (`uzswap_pager::hooks::tree_env`) it lacks added, and this
+/// library put first in its `LD_PRELOAD`: a program that execs or spawns with a cleared or
+/// sanitised environment (`env -i`, `execle` with a list of its own) otherwise took the new
+/// program out of the tree and out of the budget, which a cgroup's descendants never leave.
+/// `envp` itself when nothing is missing (no allocation, the common case). The new array and
+/// string live in `keep`.
+///
+/// # Safety
+/// `envp` null or a NULL-terminated array of C strings, all resident.
+unsafe fn tree_envp(envp: *const *const c_char, keep: &mut EnvKeep) -> *const *const c_char {
+    let ours = uzswap_pager::hooks::tree_env();
+    if ours.is_empty() || uzswap_pager::pager().is_none() {
+        return envp;
+    }
+    let mut entries: &[*const c_char] = &[];
+    if !envp.is_null() {
+        let mut n = 0;
+        // SAFETY: a NULL-terminated array (the caller's contract).
+        while unsafe { !(*envp.add(n)).is_null() } {
+            n += 1;
+        }
+        // SAFETY: the n entries counted above.
+        entries = unsafe { std::slice::from_raw_parts(envp, n) };
+    }
+    // SAFETY: C strings of the array.
+    let text = |p: *const c_char| unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes();
+    let key = |kv: &[u8]| -> usize { kv.iter().position(|&b| b == b'=').unwrap_or(kv.len()) };
+    let find = |k: &[u8]| {
+        entries
+            .iter()
+            .position(|&e| text(e).split_at(key(text(e))).0 == k)
+    };
+    let mut add: Vec<*const c_char> = Vec::new();
+    let mut preload_at = None;
+    for kv in ours {
+        let kv_b = kv.to_bytes();
+        let k = &kv_b[..key(kv_b)];
+        match find(k) {
+            None => add.push(kv.as_ptr()),
+            Some(i) if k == b"LD_PRELOAD" => {
+                // Ours is the first entry of the value `uzswap run` set.
+                let lib = kv_b[k.len() + 1..]
+                    .split(|&b| b == b':' || b == b' ')
+                    .next()
+                    .unwrap_or_default();
+                let theirs = &text(entries[i])[k.len() + 1..];
+                if !theirs.split(|&b| b == b':' || b == b' ').any(|e| e == lib) {
+                    let mut v = b"LD_PRELOAD=".to_vec();
+                    v.extend_from_slice(lib);
+                    if !theirs.is_empty() {
+                        v.push(b':');
+                        v.extend_from_slice(theirs);
+                    }
+                    keep.preload = std::ffi::CString::new(v).ok();
+                    preload_at = Some(i);
+                }
+            }
+            Some(_) => {}
+        }
+    }
+    if add.is_empty() && keep.preload.is_none() {
+        return envp;
+    }
+    keep.array = entries.to_vec();
+    if let (Some(i), Some(p)) = (preload_at, &keep.preload) {
+        keep.array[i] = p.as_ptr();
+    }
+    keep.array.extend(add);
+    keep.array.push(std::ptr::null());
+    keep.array.as_ptr()
+}
+
 /// Runs an exec call under an [`ExecGuard`] for `path`, `argv` and `envp` (again, in a vfork
 /// child, if it met an evicted string: see `ExecGuard::retry_after_efault`).
 ///
@@ -1715,12 +1794,15 @@ unsafe fn guarded_exec(
     path: *const c_char,
     argv: *const *const c_char,
     envp: *const *const c_char,
-    call: impl Fn() -> c_int,
+    call: impl Fn(*const *const c_char) -> c_int,
 ) -> c_int {
     // SAFETY: forwarded contract.
     let mut g = unsafe { ExecGuard::new(path, argv, envp) };
+    let mut keep = EnvKeep::default();
+    // SAFETY: envp made resident by the guard.
+    let envp = unsafe { tree_envp(envp, &mut keep) };
     loop {
-        let r = call();
+        let r = call(envp);
         if r == -1 && g.retry_after_efault(sys::errno()) {
             continue;
         }
@@ -1740,7 +1822,7 @@ pub unsafe extern "C" fn execve(
     // SAFETY: libc's execve, forwarded with argv/envp resident.
     unsafe {
         let f: Execve = std::mem::transmute(S.get());
-        guarded_exec(path, argv, envp, || f(path, argv, envp))
+        guarded_exec(path, argv, envp, |e| f(path, argv, e))
     }
 }
 
@@ -1764,7 +1846,7 @@ pub unsafe extern "C" fn execvpe(
     // SAFETY: libc's execvpe, forwarded with argv/envp resident.
     unsafe {
         let f: Execve = std::mem::transmute(S.get());
-        guarded_exec(file, argv, envp, || f(file, argv, envp))
+        guarded_exec(file, argv, envp, |e| f(file, argv, e))
     }
 }
 
@@ -1789,7 +1871,7 @@ pub unsafe extern "C" fn fexecve(
     unsafe {
         let f: unsafe extern "C" fn(c_int, *const *const c_char, *const *const c_char) -> c_int =
             std::mem::transmute(S.get());
-        guarded_exec(std::ptr::null(), argv, envp, || f(fd, argv, envp))
+        guarded_exec(std::ptr::null(), argv, envp, |e| f(fd, argv, e))
     }
 }
 
@@ -1823,6 +1905,9 @@ unsafe fn spawn(
         pins.add(at, std::mem::size_of::<libc::posix_spawnattr_t>());
         pins.add(pid.cast(), 4);
     }
+    let mut keep = EnvKeep::default();
+    // SAFETY: envp pinned above.
+    let envp = unsafe { tree_envp(envp, &mut keep) };
     let p = uzswap_pager::pager();
     if let Some(p) = p {
         p.pause();
