@@ -1740,19 +1740,33 @@ unsafe fn tree_envp(envp: *const *const c_char, keep: &mut EnvKeep) -> *const *c
     // SAFETY: C strings of the array.
     let text = |p: *const c_char| unsafe { std::ffi::CStr::from_ptr(p) }.to_bytes();
     let key = |kv: &[u8]| -> usize { kv.iter().position(|&b| b == b'=').unwrap_or(kv.len()) };
-    let find = |k: &[u8]| {
-        entries
-            .iter()
-            .position(|&e| text(e).split_at(key(text(e))).0 == k)
-    };
+    // One pass over the child's environment: which of ours it has, and where (only entries
+    // that start like ours are looked at closely; an exec costs about a millisecond, this a
+    // few hundred nanoseconds for a hundred variables).
+    let mut at = [usize::MAX; 32];
+    for (i, &e) in entries.iter().enumerate() {
+        let e = text(e);
+        if !(e.starts_with(b"UZSWAP_") || e.starts_with(b"LD_PRELOAD=")) {
+            continue;
+        }
+        let k = &e[..key(e)];
+        if let Some(j) = ours.iter().position(|kv| {
+            let kv = kv.to_bytes();
+            kv.len() > k.len() && kv[k.len()] == b'=' && kv.starts_with(k)
+        }) {
+            if j < at.len() {
+                at[j] = i;
+            }
+        }
+    }
     let mut add: Vec<*const c_char> = Vec::new();
     let mut preload_at = None;
-    for kv in ours {
+    for (j, kv) in ours.iter().enumerate() {
         let kv_b = kv.to_bytes();
         let k = &kv_b[..key(kv_b)];
-        match find(k) {
-            None => add.push(kv.as_ptr()),
-            Some(i) if k == b"LD_PRELOAD" => {
+        match at.get(j).copied().unwrap_or(usize::MAX) {
+            usize::MAX => add.push(kv.as_ptr()),
+            i if k == b"LD_PRELOAD" => {
                 // Ours is the first entry of the value `uzswap run` set.
                 let lib = kv_b[k.len() + 1..]
                     .split(|&b| b == b':' || b == b' ')
@@ -1770,7 +1784,7 @@ unsafe fn tree_envp(envp: *const *const c_char, keep: &mut EnvKeep) -> *const *c
                     preload_at = Some(i);
                 }
             }
-            Some(_) => {}
+            _ => {}
         }
     }
     if add.is_empty() && keep.preload.is_none() {
