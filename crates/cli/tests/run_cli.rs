@@ -1577,6 +1577,25 @@ fn unmanageable_programs_are_refused_before_they_start() {
         "{out:?}"
     );
     assert!(out.stdout.is_empty(), "the program must not start");
+    // Started by a program of the tree instead, it runs (unpaged), and the run says so.
+    if uffd_ok() {
+        let rep = workdir().join("report-static-child.json");
+        let script = format!("{} && exec true", st.display());
+        let out = run_under("8M", &rep, &["sh", "-c", &script]);
+        assert!(out.status.success(), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+        let r = report(&rep);
+        assert_eq!(r["execs_unpaged"].as_u64(), Some(1), "{r}");
+        assert!(r["warnings"].to_string().contains("ran unpaged"), "{r}");
+        // A dynamically linked one: nothing to say.
+        let dynamic = compile("dynamic_hello", hello, &[]);
+        let script = format!("{} && exec true", dynamic.display());
+        let out = run_under("8M", &rep, &["sh", "-c", &script]);
+        assert!(out.status.success(), "{out:?}");
+        let r = report(&rep);
+        assert_eq!(r["execs_unpaged"].as_u64(), Some(0), "{r}");
+        assert_eq!(r["warnings"].as_array().map(Vec::len), Some(0), "{r}");
+    }
     // set-user-ID
     let su = compile("setuid_hello", hello, &[]);
     use std::os::unix::fs::PermissionsExt;

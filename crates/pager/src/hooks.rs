@@ -651,6 +651,15 @@ pub fn read_env() {
     let _ = TREE_ENV.set(vars);
 }
 
+/// An exec or spawn is about to start a new image (`n` 1), or one that was counted failed
+/// (`n` -1): the tree's count of images started, against which those that set up their pager
+/// tell how many ran unpaged (statically linked, set-user-ID, a failed start).
+pub fn count_exec(n: i64) {
+    if let Some(p) = crate::pager() {
+        p.seg.execs.fetch_add(n as u64, Relaxed);
+    }
+}
+
 static TREE_ENV: std::sync::OnceLock<Vec<std::ffi::CString>> = std::sync::OnceLock::new();
 
 /// The variables `uzswap run` gave this process (`LD_PRELOAD=<the preload library>[:...]` and

@@ -95,6 +95,8 @@ pub fn init() -> Result<&'static Pager, String> {
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     seg.joined
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    seg.images
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let p = PAGER.get_or_init(|| p);
     cgroup_view::set_enabled(std::env::var("UZSWAP_CGROUP_VIEW").as_deref() != Ok("off"));
     p.join_tree();

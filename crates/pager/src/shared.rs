@@ -55,6 +55,12 @@ pub struct Segment {
     /// Processes that set up their pager over the run (never decremented): none means the
     /// preload library was never loaded, and the program ran unpaged.
     pub joined: AtomicU64,
+    /// Pagers set up at a program's start (the first program and every image exec'd in the
+    /// tree; fork children are in `joined` only).
+    pub images: AtomicU64,
+    /// Execs and spawns by paged processes that replaced or started an image (counted before
+    /// the call, taken back when it fails). `execs + 1 - images` programs ran unpaged.
+    pub execs: AtomicU64,
     pub faults: AtomicU64,
     pub faults_from_pool: AtomicU64,
     pub faults_from_swapfile: AtomicU64,

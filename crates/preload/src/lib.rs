@@ -1815,11 +1815,16 @@ unsafe fn guarded_exec(
     let mut keep = EnvKeep::default();
     // SAFETY: envp made resident by the guard.
     let envp = unsafe { tree_envp(envp, &mut keep) };
+    hooks::count_exec(1);
     loop {
         let r = call(envp);
         if r == -1 && g.retry_after_efault(sys::errno()) {
             continue;
         }
+        // Only a failed exec returns.
+        let e = sys::errno();
+        hooks::count_exec(-1);
+        sys::set_errno(e);
         return r;
     }
 }
@@ -1932,6 +1937,9 @@ unsafe fn spawn(
     };
     if let Some(p) = p {
         p.resume();
+    }
+    if r == 0 {
+        hooks::count_exec(1);
     }
     drop(pins);
     r

@@ -717,6 +717,10 @@ fn build_report(
         "pager_reevictions_saved": saved_share,
         // Processes of the tree that were paged (each process, fork child and exec'd image).
         "processes_paged": l(&seg.joined),
+        // Programs the tree exec'd or spawned that did not set up their pager (statically
+        // linked or set-user-ID ones, which the loader does not preload into, or a failed start);
+        // uzswap's own start of CMD is the 1.
+        "execs_unpaged": (l(&seg.execs) + 1).saturating_sub(l(&seg.images)),
         // The whole process tree's CPU time and page faults (`getrusage(RUSAGE_CHILDREN)`):
         // what paging costs the program beyond the faults the pager resolves, e.g. the
         // write-protect faults of write tracking (minor faults in the kernel, no signal).
@@ -818,6 +822,15 @@ fn warnings(r: &serde_json::Value) -> Vec<String> {
              removed on the way, or the program set-user-ID or static?); its memory ran \
              unmanaged",
         ));
+    }
+    match g(&r["execs_unpaged"]) {
+        0 => {}
+        n if g(&r["processes_paged"]) > 0 => w.push(format!(
+            "{n} programs started in the tree ran unpaged and outside the budget (statically \
+             linked or set-user-ID programs, which the loader does not preload into, or a start \
+             that failed)"
+        )),
+        _ => {}
     }
     let over = g(&r["budget"]["over_budget_events"]);
     // Within 2 MiB and 3 % the budget holds as documented (a reclaim batch, pinned buffers and
