@@ -15,8 +15,9 @@
 //!   later `open` gets its number for the pager to write into.
 //!
 //! So every long-lived descriptor of the pager moves at once to a number at or above
-//! [`floor`] (64 below the soft `RLIMIT_NOFILE`, at most 1024: high enough that programs do not
-//! pick it, low enough to keep the kernel's descriptor table small), is registered here, and
+//! [`floor`] (64 below the soft `RLIMIT_NOFILE` counted as at most 1024, so 960 at most: high
+//! enough that programs do not pick it, low enough to keep the kernel's descriptor table
+//! small), is registered here, and
 //! the preload library's `close`, `close_range`, `closefrom`, `dup2` and `dup3` (and the same
 //! calls through `syscall`) leave registered descriptors alone: `close` of one fails with EBADF,
 //! as it would in a plain run where the number is not open; a range closes around them;
