@@ -7,8 +7,9 @@
 //! lowest free number):
 //! - the program's own descriptors get other numbers than in a plain run, and code that
 //!   counts on them (`open` then `dup2(fd, 7); close(fd)`, a shell's `exec 4>log`) breaks or,
-//!   with `dup2` onto one of ours, silently replaces it: a swap file replaced by the program's
-//!   log received the pager's blocks, and its pages could not be read back;
+//!   with `dup2` onto one of ours, silently replaces it: with its swap file replaced by the
+//!   program's log, the pager read its pages from the log and could not get them back (and
+//!   would have written its next blocks into it);
 //! - a program that closes every descriptor it did not open (daemons, `closefrom(3)`,
 //!   `close_range`, a loop up to `sysconf(_SC_OPEN_MAX)`, Python's `os.closerange`) closes the
 //!   userfaultfd, and the process dies at its next fault (SIGSEGV), or a swap file, and a

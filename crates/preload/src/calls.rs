@@ -670,7 +670,8 @@ pub unsafe extern "C" fn closefrom(low: c_int) {
 }
 
 /// `dup2`, refused with EBADF onto one of the pager's descriptors (which would otherwise be
-/// closed and replaced: a swap file replaced by the program's file got the pager's blocks).
+/// closed and replaced: with a swap file replaced by the program's file, the pager's pages
+/// could not be read back).
 ///
 /// # Safety
 /// As `dup2(2)`.
