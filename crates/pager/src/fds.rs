@@ -56,11 +56,19 @@ pub fn floor() -> i32 {
     f
 }
 
-/// Moves `fd` (the pager's, just opened) to a number at or above [`floor`], close-on-exec
-/// unless `inherit`, and registers it; returns the new number (`fd` itself, registered, if it
-/// cannot move: no free number up there).
+/// Moves `fd` (the pager's, just opened) to a number at or above [`floor`] and registers it;
+/// returns the new number (see [`raise`]).
 pub fn adopt(fd: i32, inherit: bool) -> i32 {
-    if fd < 0 {
+    let fd = raise(fd, inherit);
+    register(fd);
+    fd
+}
+
+/// Moves `fd` to a number at or above [`floor`], close-on-exec unless `inherit`, closing the
+/// original; returns the new number, or `fd` itself if it is up there already or cannot move
+/// (no free number there). Also for `uzswap run`'s segment, before the program starts.
+pub fn raise(fd: i32, inherit: bool) -> i32 {
+    if fd < 0 || fd >= floor() {
         return fd;
     }
     let cmd = if inherit {
@@ -68,8 +76,9 @@ pub fn adopt(fd: i32, inherit: bool) -> i32 {
     } else {
         libc::F_DUPFD_CLOEXEC
     };
-    // SAFETY: duplicating a descriptor we own; closing the original, which nothing else uses.
-    let fd = unsafe {
+    // SAFETY: duplicating a descriptor the caller owns; closing the original, which nothing
+    // else uses.
+    unsafe {
         let high = libc::fcntl(fd, cmd, floor());
         if high >= 0 {
             crate::sys::raw_close(fd);
@@ -77,9 +86,7 @@ pub fn adopt(fd: i32, inherit: bool) -> i32 {
         } else {
             fd
         }
-    };
-    register(fd);
-    fd
+    }
 }
 
 /// Registers `fd` as the pager's (left alone by the program's close and dup calls).

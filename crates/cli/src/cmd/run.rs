@@ -392,18 +392,9 @@ fn create_segment(budget: u64, covers_pool: bool) -> Result<SharedSegment> {
     if fd < 0 {
         bail!("memfd_create: {}", std::io::Error::last_os_error());
     }
-    // Above the numbers the program's own `open` calls take, as every descriptor of its pager
-    // (`uzswap_pager::fds`): a plain run's first `open` returns 3, and so must this one's.
-    // SAFETY: duplicating our new fd (inherited: no CLOEXEC) and closing the original.
-    let fd = unsafe {
-        let high = libc::fcntl(fd, libc::F_DUPFD, uzswap_pager::fds::floor());
-        if high >= 0 {
-            libc::close(fd);
-            high
-        } else {
-            fd
-        }
-    };
+    // Above the numbers the program's own `open` calls take, as every descriptor of its pager:
+    // a plain run's first `open` returns 3, and so must this one's. Inherited: no CLOEXEC.
+    let fd = uzswap_pager::fds::raise(fd, true);
     // SAFETY: the fd is new and ours.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let f = std::fs::File::from(fd.try_clone()?);
@@ -823,14 +814,13 @@ fn warnings(r: &serde_json::Value) -> Vec<String> {
              unmanaged",
         ));
     }
-    match g(&r["execs_unpaged"]) {
-        0 => {}
-        n if g(&r["processes_paged"]) > 0 => w.push(format!(
-            "{n} programs started in the tree ran unpaged and outside the budget (statically \
-             linked or set-user-ID programs, which the loader does not preload into, or a start \
-             that failed)"
-        )),
-        _ => {}
+    let unpaged = g(&r["execs_unpaged"]);
+    if unpaged > 0 && g(&r["processes_paged"]) > 0 {
+        w.push(format!(
+            "{unpaged} programs started in the tree ran unpaged and outside the budget \
+             (statically linked or set-user-ID programs, which the loader does not preload into, \
+             or a start that failed)"
+        ));
     }
     let over = g(&r["budget"]["over_budget_events"]);
     // Within 2 MiB and 3 % the budget holds as documented (a reclaim batch, pinned buffers and
