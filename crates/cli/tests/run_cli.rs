@@ -2299,6 +2299,159 @@ int main(void) {
     same_output_evicting("wipeonfork", src, "16M", 1000);
 }
 
+/// A `MADV_DONTFORK` range of managed memory is absent in a fork child, which maps fresh
+/// memory there and reads zeros, and kept in the parent, evicted or not (the child's pager
+/// could not register the range and the child exited 125).
+#[test]
+fn a_dont_fork_range_is_absent_in_the_child_and_kept_in_the_parent() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define SZ (48UL << 20)
+int main(void) {
+    unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
+    if (madvise(a, SZ, MADV_DONTFORK)) { perror("dontfork"); return 3; }
+    fflush(stdout);
+    pid_t c = fork();
+    if (c == 0) {
+        unsigned char *b = mmap(a, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        size_t bad = b != a;
+        for (size_t i = 0; i < SZ && !bad; i += 8) bad += *(unsigned long *)(b + i) != 0;
+        for (size_t i = 0; i < SZ && !bad; i += 8) *(unsigned long *)(b + i) = ~i;
+        for (size_t i = 0; i < SZ && !bad; i += 8) bad += *(unsigned long *)(b + i) != ~i;
+        printf("child: fresh memory where the range was %s\n", bad ? "WRONG" : "ok");
+        fflush(stdout);
+        _exit(bad != 0);
+    }
+    int st;
+    waitpid(c, &st, 0);
+    size_t bad = 0;
+    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != (i * 2654435761UL | 1);
+    printf("parent: %zu words wrong, child status %d\n", bad, st);
+    return bad != 0 || st != 0;
+}
+"#;
+    same_output_evicting("dontfork", src, "16M", 1000);
+}
+
+/// Memory-map calls made through libc's `syscall()` are seen as the functions are: memory
+/// dropped with `syscall(SYS_madvise, .., MADV_DONTNEED)` reads zeros (it read the evicted
+/// pages' old contents), and memory unmapped with `syscall(SYS_munmap)` leaves the budget (it
+/// stayed charged, and the budget could not be kept).
+#[test]
+fn memory_map_calls_made_through_syscall_are_seen() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define SZ (32UL << 20)
+int main(void) {
+    size_t wrong = 0;
+    for (int round = 0; round < 4; round++) {
+        unsigned char *a = (unsigned char *)syscall(SYS_mmap, 0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i + round + 1;
+        if (syscall(SYS_madvise, a, SZ / 4, MADV_DONTNEED)) { perror("madvise"); return 3; }
+        for (size_t i = 0; i < SZ / 4; i += 8) wrong += *(unsigned long *)(a + i) != 0;
+        for (size_t i = SZ / 4; i < SZ; i += 8) wrong += *(unsigned long *)(a + i) != i + round + 1;
+        unsigned char *b = (unsigned char *)syscall(SYS_mremap, a, SZ, 2 * SZ, MREMAP_MAYMOVE);
+        for (size_t i = SZ / 4; i < SZ; i += 8) wrong += *(unsigned long *)(b + i) != i + round + 1;
+        for (size_t i = SZ; i < 2 * SZ; i += 8) wrong += *(unsigned long *)(b + i) != 0;
+        if (syscall(SYS_munmap, b, 2 * SZ)) { perror("munmap"); return 3; }
+    }
+    printf("words wrong %zu\n", wrong);
+    return wrong != 0;
+}
+"#;
+    let r = same_output_evicting("syscall_mm", src, "16M", 1000);
+    // (`mremap` brings its old range back first, so the peak charge is the 32 MiB range.)
+    assert!(
+        r["warnings"].as_array().is_none_or(|w| w.is_empty()),
+        "the budget was not kept: {r}"
+    );
+}
+
+/// After a guard region's install and removal (Linux 6.13) its pages read zeros, as the
+/// kernel zapped them, where under the pager they read the evicted pages' old contents.
+#[test]
+fn a_guard_region_reads_zeros_after_its_removal() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#define SZ (48UL << 20)
+int main(void) {
+    unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
+    if (madvise(a, SZ / 2, 102 /* MADV_GUARD_INSTALL */)) {
+        printf("no guard regions (errno %d)\n", errno);
+        return 0;
+    }
+    if (madvise(a, SZ / 2, 103 /* MADV_GUARD_REMOVE */)) { perror("guard remove"); return 3; }
+    size_t nz = 0, bad = 0;
+    for (size_t i = 0; i < SZ / 2; i += 8) nz += *(unsigned long *)(a + i) != 0;
+    for (size_t i = SZ / 2; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != (i * 2654435761UL | 1);
+    printf("guarded half: %zu words not zero; the other half: %zu words wrong\n", nz, bad);
+    return nz || bad;
+}
+"#;
+    let exe = compile("guard_region", src, &[]);
+    let plain = Command::new(&exe).output().unwrap();
+    if String::from_utf8_lossy(&plain.stdout).contains("no guard regions") {
+        println!("SKIPPED: no guard regions on this kernel (MADV_GUARD_INSTALL refused)");
+        return;
+    }
+    let r = same_output("16M", &[exe.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+}
+
+/// Memory-map calls the kernel refuses outright (an unaligned `madvise`, `munmap` or
+/// `MAP_FIXED`, `MADV_REMOVE` on private anonymous memory, an empty `munmap`) fail with EINVAL
+/// and lose nothing: the pager forgot the range's pages first (the program died of SIGBUS).
+#[test]
+fn memory_map_calls_the_kernel_refuses_lose_no_page() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#define SZ (48UL << 20)
+int main(void) {
+    unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
+    int r1 = madvise(a + 1, SZ / 2, MADV_DONTNEED); int e1 = errno;
+    int r2 = munmap(a + 100, SZ / 2); int e2 = errno;
+    int r3 = madvise(a, SZ / 2, MADV_REMOVE); int e3 = errno;
+    void *r4 = mmap(a + 8, SZ / 2, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0); int e4 = errno;
+    int r5 = munmap(a, 0); int e5 = errno;
+    printf("%d %s; %d %s; %d %s; %s %s; %d %s\n", r1, strerror(e1), r2, strerror(e2), r3,
+           strerror(e3), r4 == MAP_FAILED ? "failed" : "mapped", strerror(e4), r5, strerror(e5));
+    size_t bad = 0;
+    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != (i * 2654435761UL | 1);
+    printf("words wrong %zu\n", bad);
+    return bad != 0;
+}
+"#;
+    same_output_evicting("refused_mm_calls", src, "16M", 1000);
+}
+
 /// `madvise(MADV_POPULATE_WRITE/READ)` over managed memory larger than the budget succeeds
 /// (the kernel's populate met evicted or never-filled pages and returned EFAULT), and the
 /// program reads back what it wrote.

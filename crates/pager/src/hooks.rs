@@ -320,15 +320,17 @@ pub unsafe fn mmap(addr: usize, len: usize, prot: i32, flags: i32, fd: i32, off:
     };
     let _b = SigBlock::new();
     // MAP_FIXED replaces what was there; MAP_FIXED_NOREPLACE fails instead (nothing to drop).
-    let guard = if flags & libc::MAP_FIXED != 0 && flags & libc::MAP_FIXED_NOREPLACE == 0 {
-        crate::mlock::forget(addr, len);
-        p.drop_range(addr, len, true)
-    } else {
-        None
-    };
+    let fixed = flags & libc::MAP_FIXED != 0 && flags & libc::MAP_FIXED_NOREPLACE == 0;
+    let mut guard = if fixed { p.lock_range(addr, len) } else { None };
     // SAFETY: forwarded under the caller's contract.
     let r = unsafe { sys::raw_mmap(addr, len, prot, flags, fd, off) };
+    if let (Some(g), Ok(_)) = (guard.as_mut(), r) {
+        g.forget(true);
+    }
     drop(guard);
+    if fixed && r.is_ok() {
+        crate::mlock::forget(addr, len);
+    }
     let manage = wants(len, flags, fd);
     match r {
         Ok(a) => {
@@ -357,16 +359,20 @@ fn to_ret(r: Result<usize, i32>) -> usize {
 /// As `munmap(2)`.
 pub unsafe fn munmap(addr: usize, len: usize) -> i32 {
     let _b = SigBlock::new();
-    let guard = match crate::pager() {
-        Some(p) if !sys::in_pager() => {
-            crate::mlock::forget(addr, len);
-            p.drop_range(addr, len, true)
-        }
-        _ => None,
-    };
+    let p = crate::pager().filter(|_| !sys::in_pager());
+    let mut guard = p.and_then(|p| p.lock_range(addr, len));
     // SAFETY: forwarded.
     let r = unsafe { sys::raw_munmap(addr, len) };
+    // Forgotten only once the kernel has unmapped the range: it refuses some calls before
+    // changing anything (an unaligned or empty range: EINVAL; a sealed one: EPERM), and an
+    // unaligned `munmap` under the pager lost the range's evicted pages (a SIGBUS later).
+    if let (Some(g), Ok(())) = (guard.as_mut(), r) {
+        g.forget(true);
+    }
     drop(guard);
+    if p.is_some() && r.is_ok() {
+        crate::mlock::forget(addr, len);
+    }
     ret0(r)
 }
 
@@ -395,21 +401,34 @@ pub unsafe fn madvise(addr: usize, len: usize, mut advice: i32) -> i32 {
     let _b = SigBlock::new();
     match advice {
         libc::MADV_HUGEPAGE => return 0,
-        // The kernel refuses these on locked memory (EINVAL), and the pages stay: the pager
-        // must not forget them first.
-        libc::MADV_DONTNEED | libc::MADV_FREE | libc::MADV_REMOVE
-            if crate::mlock::overlaps(addr, len) => {}
-        libc::MADV_DONTNEED | libc::MADV_FREE | libc::MADV_REMOVE => {
+        // Each drops the range's pages (a guard's install zaps them: after its removal the
+        // program reads zeros there, where it read the evicted pages' old contents under the
+        // pager; `MADV_DONTNEED_LOCKED` drops locked pages too), and the pager forgets them
+        // once the kernel has: it refuses some first (locked memory, `MADV_REMOVE` on the
+        // private anonymous memory the pager manages, an unaligned range: EINVAL), and the
+        // pages stay. ENOMEM (part of the range unmapped) comes after the rest was dropped.
+        libc::MADV_DONTNEED
+        | libc::MADV_FREE
+        | libc::MADV_REMOVE
+        | MADV_GUARD_INSTALL
+        | MADV_DONTNEED_LOCKED => {
             if advice == libc::MADV_FREE {
                 advice = libc::MADV_DONTNEED;
             }
-            let guard = p.drop_range(addr, len, false);
+            let mut guard = p.lock_range(addr, len);
             // SAFETY: forwarded.
             let r = unsafe { sys::raw_madvise(addr, len, advice) };
+            if let (Some(g), Ok(()) | Err(libc::ENOMEM)) = (guard.as_mut(), r) {
+                g.forget(false);
+            }
             drop(guard);
             return ret0(r);
         }
-        libc::MADV_WIPEONFORK => p.unmanage_range(addr, len),
+        // A fork child must read zeros in a `MADV_WIPEONFORK` range and has no `MADV_DONTFORK`
+        // range at all, where a child's pager would fill the first from the parent's evicted
+        // pages and could not register the second (the child exited 125): both are taken out
+        // of paging.
+        libc::MADV_WIPEONFORK | libc::MADV_DONTFORK => p.unmanage_range(addr, len),
         MADV_POPULATE_READ | MADV_POPULATE_WRITE => {
             // SAFETY: forwarded.
             let r = unsafe { sys::raw_madvise(addr, len, advice) };
@@ -437,6 +456,10 @@ pub unsafe fn madvise(addr: usize, len: usize, mut advice: i32) -> i32 {
     // SAFETY: forwarded.
     ret0(unsafe { sys::raw_madvise(addr, len, advice) })
 }
+
+/// `MADV_DONTNEED_LOCKED` (Linux 5.18), `MADV_GUARD_INSTALL` (6.13): not in the libc crate.
+const MADV_DONTNEED_LOCKED: i32 = 24;
+const MADV_GUARD_INSTALL: i32 = 102;
 
 /// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` (Linux 5.14).
 const MADV_POPULATE_READ: i32 = 22;

@@ -616,13 +616,42 @@ impl Pager {
     /// The program drops `[addr, addr+len)` (munmap, MADV_DONTNEED, MAP_FIXED over it): forget
     /// evicted copies and resident counts. With `unmap`, the regions are cut too. The caller
     /// then performs the real call while `hold` (the returned write guard) is alive, so no
-    /// fault or eviction sees a half-changed range.
+    /// fault or eviction sees a half-changed range. For a call the kernel may refuse, see
+    /// [`Pager::lock_range`].
     pub fn drop_range(&self, addr: usize, len: usize, unmap: bool) -> Option<DropGuard<'_>> {
+        let mut g = self.lock_range(addr, len)?;
+        g.forget(unmap).then_some(g)
+    }
+
+    /// The first half of [`Pager::drop_range`], for a call the kernel may refuse before it
+    /// changes anything (a sealed range, too many mappings, a bad argument): the regions write
+    /// lock, under which the caller makes the call and then, if it changed the range,
+    /// [`DropGuard::forget`]s it. Forgotten first, the pages of a refused call were lost: the
+    /// range's evicted copies gone, a later access a SIGBUS or zeros.
+    pub fn lock_range(&self, addr: usize, len: usize) -> Option<DropGuard<'_>> {
         if !self.maybe_managed(addr, len) {
             return None;
         }
         let _g = InPager::enter();
-        let mut map = self.regions.write();
+        let map = self.regions.write();
+        Some(DropGuard {
+            pager: self,
+            map,
+            _in_pager: InPager::enter(),
+            at: addr & !(PAGE - 1),
+            end: addr.saturating_add(len),
+        })
+    }
+
+    /// [`DropGuard::forget`]'s work, under the write lock the guard holds. Returns whether
+    /// any region met the range.
+    fn forget_locked(
+        &self,
+        map: &mut BTreeMap<usize, Arc<Region>>,
+        addr: usize,
+        len: usize,
+        unmap: bool,
+    ) -> bool {
         let lo = addr & !(PAGE - 1);
         let hi = (addr + len).div_ceil(PAGE) * PAGE;
         let mut any = false;
@@ -657,7 +686,7 @@ impl Pager {
             self.uncharge(freed, inh);
         }
         if !any {
-            return None;
+            return false;
         }
         if let Some(rec) = &self.rec {
             rec.event(
@@ -667,13 +696,9 @@ impl Pager {
             );
         }
         if unmap {
-            Self::cut(&mut map, lo, hi);
+            Self::cut(map, lo, hi);
         }
-        Some(DropGuard {
-            _map: map,
-            _in_pager: InPager::enter(),
-            at: lo,
-        })
+        true
     }
 
     /// mremap of a managed range: bring every evicted page of the old range back (the moved
@@ -2874,14 +2899,26 @@ impl Pager {
 /// lock was parking_lot's, whose unlock could park on a bucket lock). Fields drop in order: the
 /// lock first, then the mark.
 pub struct DropGuard<'a> {
-    _map: parking_lot::lock_api::RwLockWriteGuard<
+    map: parking_lot::lock_api::RwLockWriteGuard<
         'a,
         crate::futex_rwlock::RawFutexRwLock,
         BTreeMap<usize, Arc<Region>>,
     >,
     _in_pager: InPager,
-    /// The first page dropped (the test hook's futex word).
+    pager: &'a Pager,
+    /// The first page of the range (the test hook's futex word), and the range's end.
     at: usize,
+    end: usize,
+}
+
+impl DropGuard<'_> {
+    /// The range was dropped (the call made under this guard changed it): forget its evicted
+    /// copies and resident counts, and with `unmap` cut it from the regions. Returns whether
+    /// any region met the range.
+    pub fn forget(&mut self, unmap: bool) -> bool {
+        self.pager
+            .forget_locked(&mut self.map, self.at, self.end - self.at, unmap)
+    }
 }
 
 /// Test hook (`UZSWAP_TEST_FUTEX_IN_UNLOCK`): as the regions write lock is released after a

@@ -179,6 +179,54 @@ fn check(r: libc::c_long) -> Result<usize, i32> {
     }
 }
 
+/// A memory-map system call made with the `syscall` instruction itself. The preload library
+/// exports `syscall` and sends `syscall(SYS_mmap, ...)` and its kin to the pager's hooks (a
+/// program's `syscall(SYS_madvise, .., MADV_DONTNEED)` must drop the pager's copies as its
+/// `madvise` does): libc's `syscall`, called from inside the library, would land in that
+/// wrapper and the hooks' own forwarded calls would come back to them. Returns the result or
+/// the errno.
+///
+/// # Safety
+/// As the system call `nr` with these arguments.
+#[cfg(target_arch = "x86_64")]
+unsafe fn mm_syscall(nr: libc::c_long, a: [usize; 6]) -> Result<usize, i32> {
+    let r: isize;
+    // SAFETY: the caller's contract; the kernel clobbers rcx and r11 and nothing else, and
+    // touches no stack of ours.
+    unsafe {
+        core::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => r,
+            in("rdi") a[0],
+            in("rsi") a[1],
+            in("rdx") a[2],
+            in("r10") a[3],
+            in("r8") a[4],
+            in("r9") a[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    // The kernel returns -errno (-4095..-1) on failure; every other value is a result (an
+    // address may be above isize::MAX as an unsigned number, never in that range).
+    if (-4095..0).contains(&r) {
+        Err(-r as i32)
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// Elsewhere libc's `syscall` (the preload library, which routes these, is x86-64 only).
+///
+/// # Safety
+/// As the system call `nr` with these arguments.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn mm_syscall(nr: libc::c_long, a: [usize; 6]) -> Result<usize, i32> {
+    // SAFETY: the caller's contract.
+    check(unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) })
+}
+
 /// `mmap(2)` as a raw system call (never the preload library's wrapper).
 ///
 /// # Safety
@@ -192,7 +240,19 @@ pub unsafe fn raw_mmap(
     off: i64,
 ) -> Result<usize, i32> {
     // SAFETY: forwarded under the caller's contract.
-    check(unsafe { libc::syscall(libc::SYS_mmap, addr, len, prot, flags, fd, off) })
+    unsafe {
+        mm_syscall(
+            libc::SYS_mmap,
+            [
+                addr,
+                len,
+                prot as isize as usize,
+                flags as isize as usize,
+                fd as isize as usize,
+                off as usize,
+            ],
+        )
+    }
 }
 
 /// `close(2)` as a raw system call (never the preload library's `close`).
@@ -210,7 +270,7 @@ pub unsafe fn raw_close(fd: i32) {
 /// The caller must own the range: nothing may use it afterwards.
 pub unsafe fn raw_munmap(addr: usize, len: usize) -> Result<(), i32> {
     // SAFETY: forwarded under the caller's contract.
-    check(unsafe { libc::syscall(libc::SYS_munmap, addr, len) }).map(|_| ())
+    unsafe { mm_syscall(libc::SYS_munmap, [addr, len, 0, 0, 0, 0]) }.map(|_| ())
 }
 
 /// `madvise(2)` as a raw system call.
@@ -220,7 +280,13 @@ pub unsafe fn raw_munmap(addr: usize, len: usize) -> Result<(), i32> {
 /// caller may discard.
 pub unsafe fn raw_madvise(addr: usize, len: usize, advice: i32) -> Result<(), i32> {
     // SAFETY: forwarded under the caller's contract.
-    check(unsafe { libc::syscall(libc::SYS_madvise, addr, len, advice) }).map(|_| ())
+    unsafe {
+        mm_syscall(
+            libc::SYS_madvise,
+            [addr, len, advice as isize as usize, 0, 0, 0],
+        )
+    }
+    .map(|_| ())
 }
 
 /// `mincore(2)`: one byte per page of `[addr, addr + vec.len() * PAGE)`, bit 0 set where
@@ -251,7 +317,12 @@ pub unsafe fn raw_mremap(
     new_addr: usize,
 ) -> Result<usize, i32> {
     // SAFETY: forwarded under the caller's contract.
-    check(unsafe { libc::syscall(libc::SYS_mremap, old, old_len, new_len, flags, new_addr) })
+    unsafe {
+        mm_syscall(
+            libc::SYS_mremap,
+            [old, old_len, new_len, flags as isize as usize, new_addr, 0],
+        )
+    }
 }
 
 /// Whether the page at `addr` is mapped (`mincore`: a present page table entry).

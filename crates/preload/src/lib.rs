@@ -1503,6 +1503,32 @@ pub unsafe extern "C" fn syscall(
             return r.into();
         }
     }
+    // Changes to the memory map go where libc's functions go: made behind the pager's back, a
+    // `syscall(SYS_madvise, .., MADV_DONTNEED)` had the program read the evicted pages' old
+    // contents where it expects zeros, and a `syscall(SYS_munmap)` left the range's pages
+    // charged to the budget for good. (The hooks make their own calls with the `syscall`
+    // instruction, never through this function.)
+    let (a, n) = (a1 as usize, a2 as usize);
+    match nr {
+        // SAFETY (each arm): the program's system call, made through the hook with its
+        // arguments, as the libc function's wrapper makes it.
+        libc::SYS_mmap => {
+            // SAFETY: as above.
+            let r = unsafe { hooks::mmap(a, n, a3 as c_int, a4 as c_int, a5 as c_int, a6) };
+            return r as libc::c_long;
+        }
+        // SAFETY: as above.
+        libc::SYS_munmap => return unsafe { hooks::munmap(a, n) }.into(),
+        // SAFETY: as above.
+        libc::SYS_madvise => return unsafe { hooks::madvise(a, n, a3 as c_int) }.into(),
+        libc::SYS_mremap => {
+            let fixed = a4 as c_int & libc::MREMAP_FIXED != 0;
+            let na = if fixed { a5 as usize } else { 0 };
+            // SAFETY: as above.
+            return unsafe { hooks::mremap(a, n, a3 as usize, a4 as c_int, na) } as libc::c_long;
+        }
+        _ => {}
+    }
     if nr == libc::SYS_seccomp && (a1 == 0 || a1 == 1) {
         // SECCOMP_SET_MODE_STRICT or _FILTER (libseccomp's `seccomp_load`).
         hooks::before_seccomp();
