@@ -2341,6 +2341,63 @@ int main(void) {
     same_output_evicting("dontfork", src, "16M", 1000);
 }
 
+/// Children made without `fork` read what their parent paged out: `syscall(SYS_fork)`,
+/// `syscall(SYS_clone)` without `CLONE_VM`, libc's `clone` without it (the child on a stack of
+/// its own) and `_Fork`, none of which runs the atfork handlers where the pager hands a child
+/// its memory (each child read 4.6 million of 6.3 million words as zeros), and each child ends
+/// (a `clone` child whose function returned stayed alive through the pager's threads).
+#[test]
+fn children_made_without_fork_read_what_their_parent_paged_out() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#define _GNU_SOURCE
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define SZ (48UL << 20)
+pid_t _Fork(void);
+static unsigned char *a;
+static size_t wrong(void) {
+    size_t bad = 0;
+    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != (i * 2654435761UL | 1);
+    return bad;
+}
+static int child(void *arg) {
+    printf("%s: child %zu words wrong\n", (const char *)arg, wrong());
+    fflush(stdout);
+    return 0;
+}
+int main(void) {
+    a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
+    static char stack[256 << 10];
+    const char *how[] = {"SYS_fork", "SYS_clone", "clone", "_Fork"};
+    for (int k = 0; k < 4; k++) {
+        fflush(stdout);
+        long c = k == 0 ? syscall(SYS_fork)
+               : k == 1 ? syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0)
+               : k == 2 ? clone(child, stack + sizeof stack, SIGCHLD, (void *)how[2])
+               : _Fork();
+        if (c == 0) {
+            child((void *)how[k]);
+            _exit(0);
+        }
+        int st = -1;
+        waitpid(c, &st, 0);
+        printf("%s: parent %zu words wrong, child status %d\n", how[k], wrong(), st);
+    }
+    return 0;
+}
+"#;
+    same_output_evicting("nofork_children", src, "16M", 1000);
+}
+
 /// Memory-map calls made through libc's `syscall()` are seen as the functions are: memory
 /// dropped with `syscall(SYS_madvise, .., MADV_DONTNEED)` reads zeros (it read the evicted
 /// pages' old contents), and memory unmapped with `syscall(SYS_munmap)` leaves the budget (it

@@ -795,6 +795,102 @@ extern "C" fn thread_gone(base: *mut c_void) {
     signals::free_alt_stack(base as usize);
 }
 
+// ---------------------------------------------------------------- processes made without fork
+
+/// The child's side of [`clone`]: the program's function and argument.
+struct CloneStart {
+    f: extern "C" fn(*mut c_void) -> c_int,
+    arg: *mut c_void,
+}
+
+extern "C" fn clone_child_start(p: *mut c_void) -> c_int {
+    // SAFETY: the child's copy of the `CloneStart` on the parent's stack in `clone` below (the
+    // child has a copy of the whole address space, the parent's stack among it).
+    let s = unsafe { &*(p as *const CloneStart) };
+    at_fork_child();
+    let status = (s.f)(s.arg);
+    // glibc ends a clone child whose function returns with the thread's `exit`, which ended
+    // the process when it had one thread; the pager's threads (reclaim, the cache's shrinker)
+    // kept it alive, and its parent waited forever.
+    // SAFETY: ending this process, as glibc would, with the function's status.
+    unsafe { libc::_exit(status) }
+}
+
+/// `clone(fn, stack, flags, arg, parent_tid, tls, child_tid)`: without `CLONE_VM` the child is
+/// a process with a copy of this address space, as a fork child is, but glibc runs no atfork
+/// handler for it, where the pager hands a child its memory: the child read its copies of
+/// evicted pages as zeros (4.6 million of 6.3 million words wrong). Such a clone gets the
+/// handlers' work around it, the child's part on its new stack before the program's function.
+/// Threads and `vfork`-like clones (`CLONE_VM`) share the memory and are passed on. Declared
+/// with every argument: on x86-64 a variadic call passes the last one on the stack, which is
+/// forwarded unread by the kernel unless the flags ask for it.
+///
+/// # Safety
+/// As `clone(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn clone(
+    f: extern "C" fn(*mut c_void) -> c_int,
+    stack: *mut c_void,
+    flags: c_int,
+    arg: *mut c_void,
+    parent_tid: *mut libc::pid_t,
+    tls: *mut c_void,
+    child_tid: *mut libc::pid_t,
+) -> c_int {
+    static S: NextSym = NextSym::new(c"clone");
+    type Clone = unsafe extern "C" fn(
+        extern "C" fn(*mut c_void) -> c_int,
+        *mut c_void,
+        c_int,
+        *mut c_void,
+        ...
+    ) -> c_int;
+    // SAFETY: libc's `clone`, of this type.
+    let real = unsafe { std::mem::transmute::<*mut c_void, Clone>(S.get()) };
+    if flags & libc::CLONE_VM != 0 || uzswap_pager::pager().is_none() {
+        // SAFETY: forwarded.
+        return unsafe { real(f, stack, flags, arg, parent_tid, tls, child_tid) };
+    }
+    let start = CloneStart { f, arg };
+    at_fork_prepare();
+    let me = (&start as *const CloneStart).cast_mut().cast();
+    // SAFETY: forwarded, the child starting in our function with the program's.
+    let r = unsafe {
+        real(
+            clone_child_start,
+            stack,
+            flags,
+            me,
+            parent_tid,
+            tls,
+            child_tid,
+        )
+    };
+    at_fork_parent();
+    r
+}
+
+/// `_Fork` (glibc 2.34): `fork` without the atfork handlers, for the same reason as [`clone`]
+/// given the pager's part of them.
+///
+/// # Safety
+/// As `_Fork(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn _Fork() -> libc::pid_t {
+    static S: NextSym = NextSym::new(c"_Fork");
+    // SAFETY: libc's `_Fork`, of this type.
+    let real =
+        unsafe { std::mem::transmute::<*mut c_void, extern "C" fn() -> libc::pid_t>(S.get()) };
+    at_fork_prepare();
+    let r = real();
+    if r == 0 {
+        at_fork_child();
+    } else {
+        at_fork_parent();
+    }
+    r
+}
+
 // ---------------------------------------------------------------- threads
 
 struct Start {
@@ -1529,6 +1625,24 @@ pub unsafe extern "C" fn syscall(
         }
         _ => {}
     }
+    if makes_a_process(nr, a1, a2) {
+        // A fork made with the system call itself skips libc's atfork handlers, where the
+        // pager hands the child its memory: the child's copies of evicted pages read as zeros
+        // (a child of `syscall(SYS_fork)` found 4.6 million of 6.3 million words wrong).
+        at_fork_prepare();
+        // SAFETY: libc's variadic `syscall`, given every argument register.
+        let r = unsafe {
+            let f: unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long =
+                std::mem::transmute(S.get());
+            f(nr, a1, a2, a3, a4, a5, a6)
+        };
+        if r == 0 {
+            at_fork_child();
+        } else {
+            at_fork_parent();
+        }
+        return r;
+    }
     if nr == libc::SYS_seccomp && (a1 == 0 || a1 == 1) {
         // SECCOMP_SET_MODE_STRICT or _FILTER (libseccomp's `seccomp_load`).
         hooks::before_seccomp();
@@ -1555,6 +1669,29 @@ pub unsafe extern "C" fn syscall(
         let f: unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long =
             std::mem::transmute(S.get());
         f(nr, a1, a2, a3, a4, a5, a6)
+    }
+}
+
+/// Does `syscall(nr, a1, a2, ...)` make a process of its own (a copy of this address space,
+/// not a thread or a `vfork` child sharing it) that returns from this call in the child, as
+/// `fork` does: `SYS_fork`, or `SYS_clone`/`SYS_clone3` without `CLONE_VM` and without a new
+/// stack (with one, the child would return into a stack that holds no frame of this call).
+fn makes_a_process(nr: libc::c_long, a1: libc::c_long, a2: libc::c_long) -> bool {
+    let vm = libc::CLONE_VM as u64;
+    match nr {
+        libc::SYS_fork => true,
+        // clone(flags, newsp, parent_tid, child_tid, tls)
+        libc::SYS_clone => a1 as u64 & vm == 0 && a2 == 0,
+        // clone3(&clone_args, size): flags at 0, stack at 40 (`struct clone_args`, Linux 5.3).
+        libc::SYS_clone3 if a1 != 0 && a2 >= 64 => {
+            let args = a1 as usize as *const u64;
+            // SAFETY: the caller's `struct clone_args` of `a2` bytes, which the kernel reads
+            // too (a bad pointer faults here as the kernel's read would return EFAULT: the
+            // program's own error).
+            let (flags, stack) = unsafe { (args.read_unaligned(), args.add(5).read_unaligned()) };
+            flags & vm == 0 && stack == 0
+        }
+        _ => false,
     }
 }
 
