@@ -2434,6 +2434,39 @@ int main(void) {
     assert!(rss < 40 << 20, "peak RSS {rss}: {r}");
 }
 
+/// `mremap(MREMAP_DONTUNMAP)` of managed memory: the pages move, paged-out ones among them,
+/// and the old range stays mapped and reads zeros (the pager had cut it from its books and
+/// the first touch there died of SIGBUS).
+#[test]
+fn a_dont_unmap_remap_leaves_an_empty_range_behind() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <sys/mman.h>
+#define SZ (32UL << 20)
+int main(void) {
+    unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
+    unsigned char *big = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(big + i) = i;
+    unsigned char *b = mremap(a, SZ, SZ, MREMAP_MAYMOVE | 4 /* MREMAP_DONTUNMAP */, 0);
+    if (b == MAP_FAILED) { perror("mremap"); return 3; }
+    size_t bad = 0, nz = 0;
+    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(b + i) != (i * 2654435761UL | 1);
+    for (size_t i = 0; i < SZ; i += 8) nz += *(unsigned long *)(a + i) != 0;
+    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = ~i;
+    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != ~i;
+    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(big + i) != i;
+    printf("moved range wrong %zu, old range nonzero %zu\n", bad, nz);
+    return bad || nz;
+}
+"#;
+    same_output_evicting("dontunmap", src, "16M", 1000);
+}
+
 /// Memory-map calls made through libc's `syscall()` are seen as the functions are: memory
 /// dropped with `syscall(SYS_madvise, .., MADV_DONTNEED)` reads zeros (it read the evicted
 /// pages' old contents), and memory unmapped with `syscall(SYS_munmap)` leaves the budget (it

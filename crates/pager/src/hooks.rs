@@ -480,6 +480,9 @@ pub unsafe fn madvise(addr: usize, len: usize, mut advice: i32) -> i32 {
 const MADV_DONTNEED_LOCKED: i32 = 24;
 const MADV_GUARD_INSTALL: i32 = 102;
 
+/// `MREMAP_DONTUNMAP` (Linux 5.7): not in the libc crate.
+const MREMAP_DONTUNMAP: i32 = 4;
+
 /// `MADV_POPULATE_READ` and `MADV_POPULATE_WRITE` (Linux 5.14).
 const MADV_POPULATE_READ: i32 = 22;
 const MADV_POPULATE_WRITE: i32 = 23;
@@ -517,6 +520,12 @@ pub unsafe fn mremap(
         if managed {
             p.remanage(old, old_len, new, new_len);
             crate::mlock::moved(old, old_len, new, new_len);
+            if flags & MREMAP_DONTUNMAP != 0 {
+                // The old range stays mapped, empty (its pages moved), and registered: it is
+                // managed afresh, as never filled (read as zeros). Cut with the move, it took a
+                // SIGBUS the pager did not know at the first touch (status 135).
+                p.manage(old, old_len);
+            }
         }
     }
     p.resume();
