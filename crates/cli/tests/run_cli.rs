@@ -2467,6 +2467,67 @@ int main(void) {
     same_output_evicting("dontunmap", src, "16M", 1000);
 }
 
+/// SIGBUS blocked does not kill a paged program: blocked through `syscall(SYS_rt_sigprocmask)`
+/// (which went past the `sigprocmask` wrapper) or inherited from the process that started
+/// `uzswap run` (the mask survives exec), a fault's SIGBUS killed the process at its first
+/// fault (status 135, no fault served).
+#[test]
+fn a_blocked_sigbus_does_not_kill_a_paged_program() {
+    use std::os::unix::process::CommandExt;
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define SZ (48UL << 20)
+int main(int argc, char **argv) {
+    unsigned long set = 1UL << (SIGBUS - 1);
+    if (argc > 1) syscall(SYS_rt_sigprocmask, SIG_BLOCK, &set, NULL, 8);
+    unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
+    size_t bad = 0;
+    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != (i * 2654435761UL | 1);
+    printf("words wrong %zu\n", bad);
+    return bad != 0;
+}
+"#;
+    let exe = compile("blocked_sigbus", src, &[]);
+    let exe = exe.to_str().unwrap();
+    let r = same_output("16M", &[exe, "raw"]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+    // Started with SIGBUS blocked.
+    let rep = workdir().join("report-blocked-sigbus.json");
+    ensure_preload();
+    let mut cmd = Command::new(uzswap());
+    cmd.args(["run", "--memory-max", "16M", "--report"])
+        .arg(&rep)
+        .args(["--", exe]);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut s: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut s);
+            libc::sigaddset(&mut s, libc::SIGBUS);
+            libc::sigprocmask(libc::SIG_BLOCK, &s, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "words wrong 0\n",
+        "{out:?}"
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert!(report(&rep)["pager"]["evictions"].as_u64().unwrap() > 1000);
+}
+
 /// Memory-map calls made through libc's `syscall()` are seen as the functions are: memory
 /// dropped with `syscall(SYS_madvise, .., MADV_DONTNEED)` reads zeros (it read the evicted
 /// pages' old contents), and memory unmapped with `syscall(SYS_munmap)` leaves the budget (it

@@ -159,6 +159,19 @@ pub fn install() -> Result<(), i32> {
             return Err(sys::errno());
         }
         record(&old);
+        // A process started with SIGBUS blocked (the mask survives exec: a parent that blocked
+        // it with a raw system call, or a supervisor that blocks every signal for its children)
+        // died at its first fault: the kernel kills for a fault's SIGBUS that is blocked. The
+        // wrappers keep it out of every mask from here on.
+        let mut bus: libc::sigset_t = std::mem::zeroed();
+        libc::sigaddset(&mut bus, libc::SIGBUS);
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_UNBLOCK,
+            &bus as *const libc::sigset_t,
+            std::ptr::null_mut::<libc::sigset_t>(),
+            8usize,
+        );
     }
     INSTALLED.store(1, Relaxed);
     Ok(())

@@ -1625,6 +1625,22 @@ pub unsafe extern "C" fn syscall(
         }
         _ => {}
     }
+    if nr == libc::SYS_rt_sigprocmask && a1 != libc::SIG_UNBLOCK as libc::c_long && a2 != 0 {
+        // SIGBUS stays out of the mask, as the `sigprocmask` wrapper keeps it: blocked, the
+        // next fault's SIGBUS killed the process (status 135).
+        // SAFETY: the caller's signal set, which the kernel would read (8 bytes on x86-64).
+        let mut set = unsafe { (a2 as usize as *const u64).read_unaligned() };
+        if uzswap_pager::signals::installed() {
+            set &= !(1u64 << (libc::SIGBUS - 1));
+        }
+        // SAFETY: libc's variadic `syscall`, given every argument register, with our copy of
+        // the set.
+        return unsafe {
+            let f: unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long =
+                std::mem::transmute(S.get());
+            f(nr, a1, &set as *const u64, a3, a4, a5, a6)
+        };
+    }
     if makes_a_process(nr, a1, a2) {
         // A fork made with the system call itself skips libc's atfork handlers, where the
         // pager hands the child its memory: the child's copies of evicted pages read as zeros
