@@ -2528,6 +2528,53 @@ int main(int argc, char **argv) {
     assert!(report(&rep)["pager"]["evictions"].as_u64().unwrap() > 1000);
 }
 
+/// An alternate signal stack set through `syscall(SYS_sigaltstack)` is recorded as the
+/// `sigaltstack` wrapper records it, and the pager's handler keeps its own stack: installed,
+/// the heap-allocated stack took the pager's first SIGBUS frame on a page never filled and the
+/// program died of SIGSEGV (status 139).
+#[test]
+fn an_alternate_stack_set_through_syscall_is_recorded() {
+    if !uffd_ok() {
+        return;
+    }
+    let src = r#"
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define SZ (48UL << 20)
+#define ALT (64 << 10)
+static volatile size_t calls;
+static void h(int s) { (void)s; calls++; }
+int main(void) {
+    char *alt = malloc(ALT);
+    stack_t ss = {.ss_sp = alt, .ss_size = ALT, .ss_flags = 0};
+    if (syscall(SYS_sigaltstack, &ss, NULL)) { perror("sigaltstack"); return 3; }
+    struct sigaction sa = {0};
+    sa.sa_handler = h;
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGUSR1, &sa, NULL);
+    unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (int r = 0; r < 3; r++)
+        for (size_t i = 0; i < SZ; i += 8) {
+            *(unsigned long *)(a + i) = i * 2654435761UL + r;
+            if (i % (1 << 22) == 0) raise(SIGUSR1);
+        }
+    size_t bad = 0;
+    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != i * 2654435761UL + 2;
+    stack_t cur;
+    syscall(SYS_sigaltstack, NULL, &cur);
+    printf("words wrong %zu; %zu signals handled; stack reported %s\n", bad, calls,
+           cur.ss_sp == alt && cur.ss_size == ALT ? "as set" : "otherwise");
+    return bad != 0;
+}
+"#;
+    same_output_evicting("altstack_syscall", src, "16M", 1000);
+}
+
 /// Memory-map calls made through libc's `syscall()` are seen as the functions are: memory
 /// dropped with `syscall(SYS_madvise, .., MADV_DONTNEED)` reads zeros (it read the evicted
 /// pages' old contents), and memory unmapped with `syscall(SYS_munmap)` leaves the budget (it

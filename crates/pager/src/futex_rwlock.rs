@@ -40,29 +40,24 @@ pub struct RawFutexRwLock {
 pub type FutexRwLock<T> = parking_lot::lock_api::RwLock<RawFutexRwLock, T>;
 
 fn futex_wait(word: &AtomicU32, expected: u32) {
+    // Made with the instruction itself, not through the preload's `syscall` wrapper, which
+    // would look the word up in the regions this lock guards.
+    let op = (libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG) as usize;
+    let w = word as *const AtomicU32 as usize;
     // SAFETY: FUTEX_WAIT_PRIVATE on a live, aligned word of this process; no timeout. An
     // early return (EAGAIN, EINTR, a spurious wake) only makes the caller look again.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word as *const AtomicU32,
-            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
-            expected,
-            std::ptr::null::<libc::timespec>(),
-        );
-    }
+    let r =
+        unsafe { crate::sys::direct_syscall(libc::SYS_futex, [w, op, expected as usize, 0, 0, 0]) };
+    let _ = r;
 }
 
 fn futex_wake_all(word: &AtomicU32) {
+    let op = (libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG) as usize;
+    let w = word as *const AtomicU32 as usize;
     // SAFETY: FUTEX_WAKE_PRIVATE on a live word of this process.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word as *const AtomicU32,
-            libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
-        );
-    }
+    let r =
+        unsafe { crate::sys::direct_syscall(libc::SYS_futex, [w, op, i32::MAX as usize, 0, 0, 0]) };
+    let _ = r;
 }
 
 impl RawFutexRwLock {

@@ -36,7 +36,18 @@ thread_local! {
 fn raw_sigaltstack(ss: *const libc::stack_t, old: *mut libc::stack_t) -> i32 {
     // SAFETY: the kernel reads `ss` and writes `old` (each may be null); x86-64's `stack_t`
     // is the kernel's.
-    unsafe { libc::syscall(libc::SYS_sigaltstack, ss, old) as i32 }
+    match unsafe {
+        sys::direct_syscall(
+            libc::SYS_sigaltstack,
+            [ss as usize, old as usize, 0, 0, 0, 0],
+        )
+    } {
+        Ok(_) => 0,
+        Err(e) => {
+            sys::set_errno(e);
+            -1
+        }
+    }
 }
 
 /// The program's `sigaltstack`. While this thread runs on a stack of the pager's own, the call
@@ -165,12 +176,16 @@ pub fn install() -> Result<(), i32> {
         // wrappers keep it out of every mask from here on.
         let mut bus: libc::sigset_t = std::mem::zeroed();
         libc::sigaddset(&mut bus, libc::SIGBUS);
-        libc::syscall(
+        let _ = sys::direct_syscall(
             libc::SYS_rt_sigprocmask,
-            libc::SIG_UNBLOCK,
-            &bus as *const libc::sigset_t,
-            std::ptr::null_mut::<libc::sigset_t>(),
-            8usize,
+            [
+                libc::SIG_UNBLOCK as usize,
+                &bus as *const libc::sigset_t as usize,
+                0,
+                8,
+                0,
+                0,
+            ],
         );
     }
     INSTALLED.store(1, Relaxed);
@@ -271,12 +286,16 @@ fn chain(sig: i32, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
         let words = &mut mask as *mut libc::sigset_t as *mut u64;
         *words |= USER_MASK.load(Relaxed);
         libc::sigdelset(&mut mask, libc::SIGBUS);
-        libc::syscall(
+        let _ = sys::direct_syscall(
             libc::SYS_rt_sigprocmask,
-            libc::SIG_SETMASK,
-            &mask as *const libc::sigset_t,
-            std::ptr::null_mut::<libc::sigset_t>(),
-            8usize,
+            [
+                libc::SIG_SETMASK as usize,
+                &mask as *const libc::sigset_t as usize,
+                0,
+                8,
+                0,
+                0,
+            ],
         );
         if flags & libc::SA_SIGINFO != 0 {
             let f: extern "C" fn(i32, *mut libc::siginfo_t, *mut libc::c_void) =

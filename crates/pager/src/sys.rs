@@ -99,12 +99,16 @@ impl SigBlock {
             let mut all: libc::sigset_t = std::mem::zeroed();
             libc::sigfillset(&mut all);
             let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::syscall(
+            let _ = direct_syscall(
                 libc::SYS_rt_sigprocmask,
-                libc::SIG_SETMASK,
-                &all as *const libc::sigset_t,
-                &mut old as *mut libc::sigset_t,
-                8usize,
+                [
+                    libc::SIG_SETMASK as usize,
+                    &all as *const libc::sigset_t as usize,
+                    &mut old as *mut libc::sigset_t as usize,
+                    8,
+                    0,
+                    0,
+                ],
             );
             SigBlock { old }
         }
@@ -120,14 +124,24 @@ impl Default for SigBlock {
 impl Drop for SigBlock {
     #[inline]
     fn drop(&mut self) {
+        // SIGBUS stays unblocked once the pager's handler is in place, even where the mask saved
+        // had it (a process started with it blocked: see `signals::install`).
+        if crate::signals::installed() {
+            // SAFETY: our own saved set.
+            unsafe { libc::sigdelset(&mut self.old, libc::SIGBUS) };
+        }
         // SAFETY: restores the mask saved by `new`.
         unsafe {
-            libc::syscall(
+            let _ = direct_syscall(
                 libc::SYS_rt_sigprocmask,
-                libc::SIG_SETMASK,
-                &self.old as *const libc::sigset_t,
-                std::ptr::null_mut::<libc::sigset_t>(),
-                8usize,
+                [
+                    libc::SIG_SETMASK as usize,
+                    &self.old as *const libc::sigset_t as usize,
+                    0,
+                    8,
+                    0,
+                    0,
+                ],
             );
         }
     }
@@ -179,17 +193,18 @@ fn check(r: libc::c_long) -> Result<usize, i32> {
     }
 }
 
-/// A memory-map system call made with the `syscall` instruction itself. The preload library
-/// exports `syscall` and sends `syscall(SYS_mmap, ...)` and its kin to the pager's hooks (a
-/// program's `syscall(SYS_madvise, .., MADV_DONTNEED)` must drop the pager's copies as its
-/// `madvise` does): libc's `syscall`, called from inside the library, would land in that
-/// wrapper and the hooks' own forwarded calls would come back to them. Returns the result or
-/// the errno.
+/// A system call made with the `syscall` instruction itself. The preload library exports
+/// `syscall` and sends some of the program's calls through it to the pager's hooks
+/// (`syscall(SYS_madvise, .., MADV_DONTNEED)` must drop the pager's copies as `madvise` does,
+/// `syscall(SYS_rt_sigprocmask)` must leave SIGBUS unblocked): libc's `syscall`, called from
+/// inside the library, would land in that wrapper, the hooks' own forwarded calls would come
+/// back to them and the pager's own signal masks would lose SIGBUS. Returns the result or the
+/// errno.
 ///
 /// # Safety
 /// As the system call `nr` with these arguments.
 #[cfg(target_arch = "x86_64")]
-unsafe fn mm_syscall(nr: libc::c_long, a: [usize; 6]) -> Result<usize, i32> {
+pub unsafe fn direct_syscall(nr: libc::c_long, a: [usize; 6]) -> Result<usize, i32> {
     let r: isize;
     // SAFETY: the caller's contract; the kernel clobbers rcx and r11 and nothing else, and
     // touches no stack of ours.
@@ -222,7 +237,7 @@ unsafe fn mm_syscall(nr: libc::c_long, a: [usize; 6]) -> Result<usize, i32> {
 /// # Safety
 /// As the system call `nr` with these arguments.
 #[cfg(not(target_arch = "x86_64"))]
-unsafe fn mm_syscall(nr: libc::c_long, a: [usize; 6]) -> Result<usize, i32> {
+pub unsafe fn direct_syscall(nr: libc::c_long, a: [usize; 6]) -> Result<usize, i32> {
     // SAFETY: the caller's contract.
     check(unsafe { libc::syscall(nr, a[0], a[1], a[2], a[3], a[4], a[5]) })
 }
@@ -241,7 +256,7 @@ pub unsafe fn raw_mmap(
 ) -> Result<usize, i32> {
     // SAFETY: forwarded under the caller's contract.
     unsafe {
-        mm_syscall(
+        direct_syscall(
             libc::SYS_mmap,
             [
                 addr,
@@ -270,7 +285,7 @@ pub unsafe fn raw_close(fd: i32) {
 /// The caller must own the range: nothing may use it afterwards.
 pub unsafe fn raw_munmap(addr: usize, len: usize) -> Result<(), i32> {
     // SAFETY: forwarded under the caller's contract.
-    unsafe { mm_syscall(libc::SYS_munmap, [addr, len, 0, 0, 0, 0]) }.map(|_| ())
+    unsafe { direct_syscall(libc::SYS_munmap, [addr, len, 0, 0, 0, 0]) }.map(|_| ())
 }
 
 /// `madvise(2)` as a raw system call.
@@ -281,7 +296,7 @@ pub unsafe fn raw_munmap(addr: usize, len: usize) -> Result<(), i32> {
 pub unsafe fn raw_madvise(addr: usize, len: usize, advice: i32) -> Result<(), i32> {
     // SAFETY: forwarded under the caller's contract.
     unsafe {
-        mm_syscall(
+        direct_syscall(
             libc::SYS_madvise,
             [addr, len, advice as isize as usize, 0, 0, 0],
         )
@@ -318,7 +333,7 @@ pub unsafe fn raw_mremap(
 ) -> Result<usize, i32> {
     // SAFETY: forwarded under the caller's contract.
     unsafe {
-        mm_syscall(
+        direct_syscall(
             libc::SYS_mremap,
             [old, old_len, new_len, flags as isize as usize, new_addr, 0],
         )
@@ -441,16 +456,18 @@ pub unsafe fn break_cow(addr: usize) -> Result<(), i32> {
     const OP_ADD_ZERO: u32 = 1 << 28;
     // SAFETY: FUTEX_WAKE_OP on our own futex word (nr_wake 0) and the caller's page (uaddr2,
     // 4-byte aligned: page-aligned); the kernel's atomic op adds 0 there.
-    check(unsafe {
-        libc::syscall(
+    unsafe {
+        direct_syscall(
             libc::SYS_futex,
-            DUMMY.as_ptr(),
-            libc::FUTEX_WAKE_OP | libc::FUTEX_PRIVATE_FLAG,
-            0,
-            0usize,
-            addr,
-            OP_ADD_ZERO,
+            [
+                DUMMY.as_ptr() as usize,
+                (libc::FUTEX_WAKE_OP | libc::FUTEX_PRIVATE_FLAG) as usize,
+                0,
+                0,
+                addr,
+                OP_ADD_ZERO as usize,
+            ],
         )
-    })
+    }
     .map(|_| ())
 }

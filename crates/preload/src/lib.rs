@@ -1641,6 +1641,15 @@ pub unsafe extern "C" fn syscall(
             f(nr, a1, &set as *const u64, a3, a4, a5, a6)
         };
     }
+    if nr == libc::SYS_sigaltstack {
+        // As the `sigaltstack` wrapper: recorded, so that the pager's handler keeps a stack
+        // of its own (a managed one may be evicted under the frame the kernel writes).
+        // SAFETY: the caller's stack_t pointers, each null or valid, as the kernel reads them.
+        let r = unsafe {
+            signals::user_sigaltstack(a1 as usize as *const libc::stack_t, a2 as usize as *mut _)
+        };
+        return r.into();
+    }
     if makes_a_process(nr, a1, a2) {
         // A fork made with the system call itself skips libc's atfork handlers, where the
         // pager hands the child its memory: the child's copies of evicted pages read as zeros
