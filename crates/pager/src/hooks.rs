@@ -501,16 +501,35 @@ pub unsafe fn mremap(
     new_addr: usize,
 ) -> usize {
     let p = match crate::pager() {
-        Some(p) if !sys::in_pager() && p.maybe_managed(old, old_len) => p,
+        Some(p) if !sys::in_pager() => p,
         // SAFETY: forwarded.
         _ => return to_ret(unsafe { sys::raw_mremap(old, old_len, new_len, flags, new_addr) }),
     };
+    // MREMAP_FIXED unmaps whatever was at the destination: managed pages there are dropped as
+    // by `munmap`, once the kernel has done it (else their evicted copies and charges stayed
+    // in the books, under a mapping the pager does not manage).
+    let into = flags & libc::MREMAP_FIXED != 0 && p.maybe_managed(new_addr, new_len);
+    if !p.maybe_managed(old, old_len) {
+        let _b = SigBlock::new();
+        let mut guard = if into { p.lock_range(new_addr, new_len) } else { None };
+        // SAFETY: forwarded.
+        let r = unsafe { sys::raw_mremap(old, old_len, new_len, flags, new_addr) };
+        if let (Some(g), Ok(_)) = (guard.as_mut(), r) {
+            g.forget(true);
+        }
+        return to_ret(r);
+    }
     p.pause();
     let managed = p.prepare_remap(old, old_len);
     let r = {
         let _b = SigBlock::new();
+        let mut guard = if into { p.lock_range(new_addr, new_len) } else { None };
         // SAFETY: forwarded.
-        unsafe { sys::raw_mremap(old, old_len, new_len, flags, new_addr) }
+        let r = unsafe { sys::raw_mremap(old, old_len, new_len, flags, new_addr) };
+        if let (Some(g), Ok(_)) = (guard.as_mut(), r) {
+            g.forget(true);
+        }
+        r
     };
     // `prepare_remap` made the old range resident without pinning it (eviction is paused
     // meanwhile): there is nothing to unpin, and an unpin here took away pins that others
