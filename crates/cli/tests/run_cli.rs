@@ -2299,6 +2299,46 @@ int main(void) {
     same_output_evicting("wipeonfork", src, "16M", 1000);
 }
 
+/// What the C programs on the memory map and on processes share, put in place of their line
+/// `/* pattern prelude */`: the headers, `SZ` (48 MiB, three times their 16M budget),
+/// `filled(n)`, a fresh private anonymous mapping (managed) whose every word holds `word(i)`,
+/// and `wrong(a, from, to)`, the words of `[from, to)` that no longer do.
+const PATTERN_PRELUDE: &str = r#"#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define SZ (48UL << 20)
+static unsigned long word(size_t i) { return i * 2654435761UL | 1; }
+static unsigned char *filled(size_t n) {
+    unsigned char *a = mmap(0, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (size_t i = 0; a != MAP_FAILED && i < n; i += 8) *(unsigned long *)(a + i) = word(i);
+    return a;
+}
+static size_t wrong(const unsigned char *a, size_t from, size_t to) {
+    size_t bad = 0;
+    for (size_t i = from; i < to; i += 8) bad += *(const unsigned long *)(a + i) != word(i);
+    return bad;
+}
+"#;
+
+/// `same_output_evicting` for a program that begins with `/* pattern prelude */`.
+fn same_output_evicting_patterned(name: &str, src: &str) -> serde_json::Value {
+    assert!(src.contains("/* pattern prelude */"), "no prelude line");
+    same_output_evicting(
+        name,
+        &src.replace("/* pattern prelude */\n", PATTERN_PRELUDE),
+        "16M",
+        1000,
+    )
+}
+
 /// A `MADV_DONTFORK` range of managed memory is absent in a fork child, which maps fresh
 /// memory there and reads zeros, and kept in the parent, evicted or not (the child's pager
 /// could not register the range and the child exited 125).
@@ -2307,16 +2347,9 @@ fn a_dont_fork_range_is_absent_in_the_child_and_kept_in_the_parent() {
     if !uffd_ok() {
         return;
     }
-    let src = r#"
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#define SZ (48UL << 20)
+    let src = r#"/* pattern prelude */
 int main(void) {
-    unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
+    unsigned char *a = filled(SZ);
     if (madvise(a, SZ, MADV_DONTFORK)) { perror("dontfork"); return 3; }
     fflush(stdout);
     pid_t c = fork();
@@ -2332,13 +2365,12 @@ int main(void) {
     }
     int st;
     waitpid(c, &st, 0);
-    size_t bad = 0;
-    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != (i * 2654435761UL | 1);
+    size_t bad = wrong(a, 0, SZ);
     printf("parent: %zu words wrong, child status %d\n", bad, st);
     return bad != 0 || st != 0;
 }
 "#;
-    same_output_evicting("dontfork", src, "16M", 1000);
+    same_output_evicting_patterned("dontfork", src);
 }
 
 /// Children made without `fork` read what their parent paged out: `syscall(SYS_fork)`,
@@ -2351,31 +2383,16 @@ fn children_made_without_fork_read_what_their_parent_paged_out() {
     if !uffd_ok() {
         return;
     }
-    let src = r#"
-#define _GNU_SOURCE
-#include <sched.h>
-#include <signal.h>
-#include <stdio.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#define SZ (48UL << 20)
+    let src = r#"/* pattern prelude */
 pid_t _Fork(void);
 static unsigned char *a;
-static size_t wrong(void) {
-    size_t bad = 0;
-    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != (i * 2654435761UL | 1);
-    return bad;
-}
 static int child(void *arg) {
-    printf("%s: child %zu words wrong\n", (const char *)arg, wrong());
+    printf("%s: child %zu words wrong\n", (const char *)arg, wrong(a, 0, SZ));
     fflush(stdout);
     return 0;
 }
 int main(void) {
-    a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
+    a = filled(SZ);
     static char stack[256 << 10];
     const char *how[] = {"SYS_fork", "SYS_clone", "clone", "_Fork"};
     for (int k = 0; k < 4; k++) {
@@ -2390,12 +2407,12 @@ int main(void) {
         }
         int st = -1;
         waitpid(c, &st, 0);
-        printf("%s: parent %zu words wrong, child status %d\n", how[k], wrong(), st);
+        printf("%s: parent %zu words wrong, child status %d\n", how[k], wrong(a, 0, SZ), st);
     }
     return 0;
 }
 "#;
-    same_output_evicting("nofork_children", src, "16M", 1000);
+    same_output_evicting_patterned("nofork_children", src);
 }
 
 /// `MAP_POPULATE` and `MAP_LOCKED` mappings are managed and charged: the kernel filled them
@@ -2406,30 +2423,24 @@ fn populated_and_locked_mappings_are_charged() {
     if !uffd_ok() {
         return;
     }
-    let src = r#"
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <string.h>
-#include <sys/mman.h>
+    let src = r#"/* pattern prelude */
 #define L (4UL << 20)
-#define SZ (64UL << 20)
 int main(void) {
     unsigned char *l = mmap(0, L, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_LOCKED, -1, 0);
     unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
     if (l == MAP_FAILED || a == MAP_FAILED) { perror("mmap"); return 3; }
     memset(l, 7, L);
-    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
+    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = word(i);
     static unsigned char v[L / 4096];
     mincore(l, L, v);
-    size_t in = 0, bad = 0;
+    size_t in = 0, bad = wrong(a, 0, SZ);
     for (size_t i = 0; i < L / 4096; i++) in += v[i] & 1;
-    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != (i * 2654435761UL | 1);
     for (size_t i = 0; i < L; i++) bad += l[i] != 7;
     printf("locked pages resident %zu of %lu; words wrong %zu\n", in, L / 4096, bad);
     return bad != 0;
 }
 "#;
-    let r = same_output_evicting("populate_locked", src, "16M", 1000);
+    let r = same_output_evicting_patterned("populate_locked", src);
     let rss = r["peak_rss_bytes"].as_u64().unwrap();
     assert!(rss < 40 << 20, "peak RSS {rss}: {r}");
 }
@@ -2442,29 +2453,22 @@ fn a_dont_unmap_remap_leaves_an_empty_range_behind() {
     if !uffd_ok() {
         return;
     }
-    let src = r#"
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <sys/mman.h>
-#define SZ (32UL << 20)
+    let src = r#"/* pattern prelude */
+#define N (32UL << 20)
 int main(void) {
-    unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
-    unsigned char *big = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(big + i) = i;
-    unsigned char *b = mremap(a, SZ, SZ, MREMAP_MAYMOVE | 4 /* MREMAP_DONTUNMAP */, 0);
+    unsigned char *a = filled(N), *other = filled(N);
+    unsigned char *b = mremap(a, N, N, MREMAP_MAYMOVE | 4 /* MREMAP_DONTUNMAP */, 0);
     if (b == MAP_FAILED) { perror("mremap"); return 3; }
-    size_t bad = 0, nz = 0;
-    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(b + i) != (i * 2654435761UL | 1);
-    for (size_t i = 0; i < SZ; i += 8) nz += *(unsigned long *)(a + i) != 0;
-    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = ~i;
-    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != ~i;
-    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(big + i) != i;
+    size_t bad = wrong(b, 0, N), nz = 0;
+    for (size_t i = 0; i < N; i += 8) nz += *(unsigned long *)(a + i) != 0;
+    for (size_t i = 0; i < N; i += 8) *(unsigned long *)(a + i) = ~i;
+    for (size_t i = 0; i < N; i += 8) bad += *(unsigned long *)(a + i) != ~i;
+    bad += wrong(other, 0, N);
     printf("moved range wrong %zu, old range nonzero %zu\n", bad, nz);
     return bad || nz;
 }
 "#;
-    same_output_evicting("dontunmap", src, "16M", 1000);
+    same_output_evicting_patterned("dontunmap", src);
 }
 
 /// SIGBUS blocked does not kill a paged program: blocked through `syscall(SYS_rt_sigprocmask)`
@@ -2478,26 +2482,16 @@ fn a_blocked_sigbus_does_not_kill_a_paged_program() {
         return;
     }
     let src = r#"
-#define _GNU_SOURCE
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#define SZ (48UL << 20)
 int main(int argc, char **argv) {
+    (void)argv;
     unsigned long set = 1UL << (SIGBUS - 1);
     if (argc > 1) syscall(SYS_rt_sigprocmask, SIG_BLOCK, &set, NULL, 8);
-    unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
-    size_t bad = 0;
-    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != (i * 2654435761UL | 1);
+    size_t bad = wrong(filled(SZ), 0, SZ);
     printf("words wrong %zu\n", bad);
     return bad != 0;
 }
 "#;
-    let exe = compile("blocked_sigbus", src, &[]);
+    let exe = compile("blocked_sigbus", &format!("{PATTERN_PRELUDE}{src}"), &[]);
     let exe = exe.to_str().unwrap();
     let r = same_output("16M", &[exe, "raw"]);
     assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
@@ -2624,26 +2618,20 @@ fn a_guard_region_reads_zeros_after_its_removal() {
         return;
     }
     let src = r#"
-#include <errno.h>
-#include <stdio.h>
-#include <sys/mman.h>
-#define SZ (48UL << 20)
 int main(void) {
-    unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
+    unsigned char *a = filled(SZ);
     if (madvise(a, SZ / 2, 102 /* MADV_GUARD_INSTALL */)) {
         printf("no guard regions (errno %d)\n", errno);
         return 0;
     }
     if (madvise(a, SZ / 2, 103 /* MADV_GUARD_REMOVE */)) { perror("guard remove"); return 3; }
-    size_t nz = 0, bad = 0;
+    size_t nz = 0, bad = wrong(a, SZ / 2, SZ);
     for (size_t i = 0; i < SZ / 2; i += 8) nz += *(unsigned long *)(a + i) != 0;
-    for (size_t i = SZ / 2; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != (i * 2654435761UL | 1);
     printf("guarded half: %zu words not zero; the other half: %zu words wrong\n", nz, bad);
     return nz || bad;
 }
 "#;
-    let exe = compile("guard_region", src, &[]);
+    let exe = compile("guard_region", &format!("{PATTERN_PRELUDE}{src}"), &[]);
     let plain = Command::new(&exe).output().unwrap();
     if String::from_utf8_lossy(&plain.stdout).contains("no guard regions") {
         println!("SKIPPED: no guard regions on this kernel (MADV_GUARD_INSTALL refused)");
@@ -2661,15 +2649,9 @@ fn memory_map_calls_the_kernel_refuses_lose_no_page() {
     if !uffd_ok() {
         return;
     }
-    let src = r#"
-#include <errno.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/mman.h>
-#define SZ (48UL << 20)
+    let src = r#"/* pattern prelude */
 int main(void) {
-    unsigned char *a = mmap(0, SZ, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = i * 2654435761UL | 1;
+    unsigned char *a = filled(SZ);
     int r1 = madvise(a + 1, SZ / 2, MADV_DONTNEED); int e1 = errno;
     int r2 = munmap(a + 100, SZ / 2); int e2 = errno;
     int r3 = madvise(a, SZ / 2, MADV_REMOVE); int e3 = errno;
@@ -2677,13 +2659,12 @@ int main(void) {
     int r5 = munmap(a, 0); int e5 = errno;
     printf("%d %s; %d %s; %d %s; %s %s; %d %s\n", r1, strerror(e1), r2, strerror(e2), r3,
            strerror(e3), r4 == MAP_FAILED ? "failed" : "mapped", strerror(e4), r5, strerror(e5));
-    size_t bad = 0;
-    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != (i * 2654435761UL | 1);
+    size_t bad = wrong(a, 0, SZ);
     printf("words wrong %zu\n", bad);
     return bad != 0;
 }
 "#;
-    same_output_evicting("refused_mm_calls", src, "16M", 1000);
+    same_output_evicting_patterned("refused_mm_calls", src);
 }
 
 /// `madvise(MADV_POPULATE_WRITE/READ)` over managed memory larger than the budget succeeds

@@ -511,7 +511,11 @@ pub unsafe fn mremap(
     let into = flags & libc::MREMAP_FIXED != 0 && p.maybe_managed(new_addr, new_len);
     if !p.maybe_managed(old, old_len) {
         let _b = SigBlock::new();
-        let mut guard = if into { p.lock_range(new_addr, new_len) } else { None };
+        let mut guard = if into {
+            p.lock_range(new_addr, new_len)
+        } else {
+            None
+        };
         // SAFETY: forwarded.
         let r = unsafe { sys::raw_mremap(old, old_len, new_len, flags, new_addr) };
         if let (Some(g), Ok(_)) = (guard.as_mut(), r) {
@@ -523,7 +527,11 @@ pub unsafe fn mremap(
     let managed = p.prepare_remap(old, old_len);
     let r = {
         let _b = SigBlock::new();
-        let mut guard = if into { p.lock_range(new_addr, new_len) } else { None };
+        let mut guard = if into {
+            p.lock_range(new_addr, new_len)
+        } else {
+            None
+        };
         // SAFETY: forwarded.
         let r = unsafe { sys::raw_mremap(old, old_len, new_len, flags, new_addr) };
         if let (Some(g), Ok(_)) = (guard.as_mut(), r) {
