@@ -509,29 +509,9 @@ pub unsafe fn mremap(
     // by `munmap`, once the kernel has done it (else their evicted copies and charges stayed
     // in the books, under a mapping the pager does not manage).
     let into = flags & libc::MREMAP_FIXED != 0 && p.maybe_managed(new_addr, new_len);
-    if !p.maybe_managed(old, old_len) {
+    let remap = || {
         let _b = SigBlock::new();
-        let mut guard = if into {
-            p.lock_range(new_addr, new_len)
-        } else {
-            None
-        };
-        // SAFETY: forwarded.
-        let r = unsafe { sys::raw_mremap(old, old_len, new_len, flags, new_addr) };
-        if let (Some(g), Ok(_)) = (guard.as_mut(), r) {
-            g.forget(true);
-        }
-        return to_ret(r);
-    }
-    p.pause();
-    let managed = p.prepare_remap(old, old_len);
-    let r = {
-        let _b = SigBlock::new();
-        let mut guard = if into {
-            p.lock_range(new_addr, new_len)
-        } else {
-            None
-        };
+        let mut guard = into.then(|| p.lock_range(new_addr, new_len)).flatten();
         // SAFETY: forwarded.
         let r = unsafe { sys::raw_mremap(old, old_len, new_len, flags, new_addr) };
         if let (Some(g), Ok(_)) = (guard.as_mut(), r) {
@@ -539,6 +519,12 @@ pub unsafe fn mremap(
         }
         r
     };
+    if !p.maybe_managed(old, old_len) {
+        return to_ret(remap());
+    }
+    p.pause();
+    let managed = p.prepare_remap(old, old_len);
+    let r = remap();
     // `prepare_remap` made the old range resident without pinning it (eviction is paused
     // meanwhile): there is nothing to unpin, and an unpin here took away pins that others
     // hold (a system call's buffer, a stream's buffer) when the mremap failed.
