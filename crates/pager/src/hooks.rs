@@ -351,9 +351,13 @@ pub unsafe fn mmap(addr: usize, len: usize, prot: i32, flags: i32, fd: i32, off:
         crate::mlock::after_unmanaged_mmap(a, len, prot);
     }
     drop(b);
-    if fill & libc::MAP_LOCKED != 0 {
-        // As the kernel's MAP_LOCKED, whose populate and lock failures the call ignores.
-        let _ = crate::mlock::mlock(a, len, 0);
+    if fill & libc::MAP_LOCKED != 0 && crate::mlock::mlock(a, len, 0) != 0 && !fixed {
+        // The kernel fails MAP_LOCKED with EAGAIN when the lock would pass RLIMIT_MEMLOCK,
+        // before it maps anything (its populate's failures it ignores). Over a MAP_FIXED
+        // range the old mapping is gone already: that one stays, unlocked.
+        // SAFETY: the range this call just mapped, unmapped again before anyone saw it.
+        unsafe { munmap(a, len) };
+        return to_ret(Err(libc::EAGAIN));
     } else if fill & libc::MAP_POPULATE != 0 && prot & libc::PROT_WRITE != 0 {
         // (A read-only private mapping's populate maps the zero page: nothing to fill.)
         // SAFETY: the range just mapped for the caller, filled as the flag asked.
