@@ -170,26 +170,27 @@ pub fn install() -> Result<(), i32> {
             return Err(sys::errno());
         }
         record(&old);
-        // A process started with SIGBUS blocked (the mask survives exec: a parent that blocked
-        // it with a raw system call, or a supervisor that blocks every signal for its children)
-        // died at its first fault: the kernel kills for a fault's SIGBUS that is blocked. The
-        // wrappers keep it out of every mask from here on.
-        let mut bus: libc::sigset_t = std::mem::zeroed();
-        libc::sigaddset(&mut bus, libc::SIGBUS);
-        let _ = sys::direct_syscall(
-            libc::SYS_rt_sigprocmask,
-            [
-                libc::SIG_UNBLOCK as usize,
-                &bus as *const libc::sigset_t as usize,
-                0,
-                8,
-                0,
-                0,
-            ],
-        );
     }
     INSTALLED.store(1, Relaxed);
     Ok(())
+}
+
+/// Unblocks SIGBUS on the calling thread, once the handler is installed and outside any
+/// `SigBlock` (whose end would block it again). A process started with SIGBUS blocked (the mask
+/// survives exec: a parent that blocked it with a raw system call, or a supervisor that blocks
+/// every signal for its children) died at its first fault, as the kernel kills for a fault's
+/// SIGBUS that is blocked; the wrappers keep it out of every mask from here on.
+pub fn unblock_sigbus() {
+    // SAFETY: a plain signal set, read by the kernel.
+    unsafe {
+        let mut bus: libc::sigset_t = std::mem::zeroed();
+        libc::sigaddset(&mut bus, libc::SIGBUS);
+        let set = &bus as *const libc::sigset_t as usize;
+        let _ = sys::direct_syscall(
+            libc::SYS_rt_sigprocmask,
+            [libc::SIG_UNBLOCK as usize, set, 0, 8, 0, 0],
+        );
+    }
 }
 
 fn record(act: &libc::sigaction) {

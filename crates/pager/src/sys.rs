@@ -124,12 +124,6 @@ impl Default for SigBlock {
 impl Drop for SigBlock {
     #[inline]
     fn drop(&mut self) {
-        // SIGBUS stays unblocked once the pager's handler is in place, even where the mask saved
-        // had it (a process started with it blocked: see `signals::install`).
-        if crate::signals::installed() {
-            // SAFETY: our own saved set.
-            unsafe { libc::sigdelset(&mut self.old, libc::SIGBUS) };
-        }
         // SAFETY: restores the mask saved by `new`.
         unsafe {
             let _ = direct_syscall(

@@ -453,6 +453,7 @@ extern "C" fn uzswap_init() {
         );
     }
     drop(_b);
+    signals::unblock_sigbus();
     setup_heap();
 }
 
