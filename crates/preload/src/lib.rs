@@ -882,8 +882,14 @@ pub unsafe extern "C" fn _Fork() -> libc::pid_t {
     // SAFETY: libc's `_Fork`, of this type.
     let real =
         unsafe { std::mem::transmute::<*mut c_void, extern "C" fn() -> libc::pid_t>(S.get()) };
+    with_fork_handlers(|| real().into()) as libc::pid_t
+}
+
+/// A fork made past glibc's `fork` (`_Fork`, the system calls through `syscall`), with the
+/// atfork handlers' work around it: `call` returns 0 in the child, else the child's pid or -1.
+fn with_fork_handlers(call: impl FnOnce() -> libc::c_long) -> libc::c_long {
     at_fork_prepare();
-    let r = real();
+    let r = call();
     if r == 0 {
         at_fork_child();
     } else {
@@ -1575,6 +1581,9 @@ pub unsafe extern "C" fn syscall(
     a6: libc::c_long,
 ) -> libc::c_long {
     static S: NextSym = NextSym::new(c"syscall");
+    type Syscall = unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long;
+    // SAFETY: libc's variadic `syscall`, of this type.
+    let real = unsafe { std::mem::transmute::<*mut c_void, Syscall>(S.get()) };
     if nr == libc::SYS_io_uring_setup && hooks::refuse_io_uring() {
         // An io_uring's kernel side reads and writes the program's buffers long after the
         // system call that queued them, where no wrapper can pin them: an evicted (or never
@@ -1628,19 +1637,18 @@ pub unsafe extern "C" fn syscall(
     }
     if nr == libc::SYS_rt_sigprocmask && a1 != libc::SIG_UNBLOCK as libc::c_long && a2 != 0 {
         // SIGBUS stays out of the mask, as the `sigprocmask` wrapper keeps it: blocked, the
-        // next fault's SIGBUS killed the process (status 135).
-        // SAFETY: the caller's signal set, which the kernel would read (8 bytes on x86-64).
-        let mut set = unsafe { (a2 as usize as *const u64).read_unaligned() };
-        if uzswap_pager::signals::installed() {
-            set &= !(1u64 << (libc::SIGBUS - 1));
+        // next fault's SIGBUS killed the process (status 135). The kernel's set is the first
+        // word of libc's.
+        // SAFETY: a zeroed set, its first word the caller's (which the kernel would read).
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe {
+            let word = (a2 as usize as *const u64).read_unaligned();
+            (&mut set as *mut libc::sigset_t).cast::<u64>().write(word);
+            uzswap_pager::signals::strip_sigbus(&mut set);
         }
-        // SAFETY: libc's variadic `syscall`, given every argument register, with our copy of
-        // the set.
-        return unsafe {
-            let f: unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long =
-                std::mem::transmute(S.get());
-            f(nr, a1, &set as *const u64, a3, a4, a5, a6)
-        };
+        // SAFETY: libc's `syscall`, given every argument register, with our copy of the set.
+        return unsafe { real(nr, a1, &set as *const libc::sigset_t, a3, a4, a5, a6) };
     }
     if nr == libc::SYS_sigaltstack {
         // As the `sigaltstack` wrapper: recorded, so that the pager's handler keeps a stack
@@ -1655,19 +1663,8 @@ pub unsafe extern "C" fn syscall(
         // A fork made with the system call itself skips libc's atfork handlers, where the
         // pager hands the child its memory: the child's copies of evicted pages read as zeros
         // (a child of `syscall(SYS_fork)` found 4.6 million of 6.3 million words wrong).
-        at_fork_prepare();
-        // SAFETY: libc's variadic `syscall`, given every argument register.
-        let r = unsafe {
-            let f: unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long =
-                std::mem::transmute(S.get());
-            f(nr, a1, a2, a3, a4, a5, a6)
-        };
-        if r == 0 {
-            at_fork_child();
-        } else {
-            at_fork_parent();
-        }
-        return r;
+        // SAFETY: libc's `syscall`, given every argument register.
+        return with_fork_handlers(|| unsafe { real(nr, a1, a2, a3, a4, a5, a6) });
     }
     if nr == libc::SYS_seccomp && (a1 == 0 || a1 == 1) {
         // SECCOMP_SET_MODE_STRICT or _FILTER (libseccomp's `seccomp_load`).
@@ -1690,12 +1687,8 @@ pub unsafe extern "C" fn syscall(
     } else {
         Pinned::none()
     };
-    // SAFETY: libc's variadic `syscall`, given every argument register.
-    unsafe {
-        let f: unsafe extern "C" fn(libc::c_long, ...) -> libc::c_long =
-            std::mem::transmute(S.get());
-        f(nr, a1, a2, a3, a4, a5, a6)
-    }
+    // SAFETY: libc's `syscall`, given every argument register.
+    unsafe { real(nr, a1, a2, a3, a4, a5, a6) }
 }
 
 /// Does `syscall(nr, a1, a2, ...)` make a process of its own (a copy of this address space,
