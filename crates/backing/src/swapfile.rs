@@ -217,6 +217,31 @@ fn raise_fd(f: File, floor: i32) -> File {
     }
 }
 
+/// Copies `len` bytes at `pos` of `from` to the same place in `to`: `copy_file_range` where the
+/// kernel takes it, else through a buffer.
+fn copy_range(from: &File, to: &File, pos: u64, len: u64) -> io::Result<()> {
+    let (mut src, mut dst) = (pos, pos);
+    let end = pos + len;
+    while src < end {
+        let want = (end - src) as usize;
+        match rustix::fs::copy_file_range(from, Some(&mut src), to, Some(&mut dst), want) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(Errno::INTR) => {}
+            Err(Errno::XDEV | Errno::INVAL | Errno::NOSYS | Errno::OPNOTSUPP) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let mut buf = vec![0u8; 64 * PAGE_SIZE];
+    while src < end {
+        let n = buf.len().min((end - src) as usize);
+        from.read_exact_at(&mut buf[..n], src)?;
+        to.write_all_at(&buf[..n], src)?;
+        src += n as u64;
+    }
+    Ok(())
+}
+
 /// Opens an unnamed file in `dir` (O_TMPFILE); where the filesystem lacks it, a named file
 /// that is unlinked at once. Either way the blocks vanish with the last descriptor.
 fn open_temp(dir: &Path) -> io::Result<File> {
@@ -443,6 +468,87 @@ impl SwapFile {
             self.file.get().map(|f| f.as_raw_fd()),
             self.direct.as_ref().map(|f| f.as_raw_fd()),
         ]
+    }
+
+    /// In the child of a `fork`: gives this process a file of its own (a new unnamed file in
+    /// `dir`) holding the same blocks at the same offsets, and puts it under the descriptors
+    /// the inherited file had (so every copy of them, the O_DIRECT one too, now names the new
+    /// file). The child's copy of the slot map and checksum table then describes its own file,
+    /// and parent and child write, punch and reuse slots without meeting; without it both
+    /// processes would hand out the same slots of one shared file.
+    ///
+    /// Only the written blocks are copied (`copy_file_range`, which the kernel may do without
+    /// a pass through user space, or reflink), with the checksum-table pages that list them.
+    /// A file not made yet (made on first write) has nothing to copy: the child makes its own
+    /// when it first writes. The caller must not use this file from another thread meanwhile,
+    /// and the parent must not change its blocks until this returns.
+    pub fn take_private_copy(&self, dir: &Path) -> Result<()> {
+        use std::os::fd::AsRawFd as _;
+        let Some(old) = self.file.get() else {
+            return Ok(());
+        };
+        let new = open_temp(dir).map_err(|e| Error::from_io(Op::Create, None, e))?;
+        Self::format(&new, self.area, self.capacity)
+            .map_err(|(op, e)| Error::from_io(op, None, e))?;
+        if let Some(counts) = self.cluster_counts.get() {
+            for ci in 0..self.nr_clusters {
+                if counts[ci].load(Ordering::Acquire) & !PUNCHING == 0 {
+                    continue;
+                }
+                self.copy_cluster(old, &new, ci)
+                    .map_err(|e| Error::from_io(Op::Write, None, e))?;
+            }
+        }
+        // The new file under the old numbers: `File`s here (and the descriptors other code
+        // registered) keep their numbers. O_DIRECT is a property of the open file, so that
+        // descriptor is opened again on the new file.
+        let direct = match &self.direct {
+            Some(d) => {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(format!("/proc/self/fd/{}", new.as_raw_fd()))
+                    .map_err(|source| Error::DirectIoRefused { source })?;
+                Some((f, d.as_raw_fd()))
+            }
+            None => None,
+        };
+        for (from, onto) in
+            std::iter::once((&new, old.as_raw_fd())).chain(direct.as_ref().map(|(f, d)| (f, *d)))
+        {
+            // SAFETY: dup3 onto a descriptor this object owns (and keeps owning): the number
+            // now names the new file; `from` stays owned by its File and closes on drop.
+            #[allow(unsafe_code)]
+            if unsafe { libc::dup3(from.as_raw_fd(), onto, libc::O_CLOEXEC) } < 0 {
+                return Err(Error::from_io(Op::Create, None, io::Error::last_os_error()));
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies cluster `ci`'s checksum-table page (its 512 entries, from memory) and its written
+    /// blocks from `old` to `new`, runs of adjacent blocks at once.
+    fn copy_cluster(&self, old: &File, new: &File, ci: usize) -> io::Result<()> {
+        let first = ci * CLUSTER_SLOTS;
+        let end = (first + CLUSTER_SLOTS).min(self.capacity as usize);
+        let mut entries = Vec::with_capacity(CLUSTER_SLOTS * ENTRY_SIZE as usize);
+        for e in &self.table[first..end] {
+            entries.extend_from_slice(&e.load(Ordering::Acquire).to_le_bytes());
+        }
+        new.write_all_at(&entries, self.table_offset + first as u64 * ENTRY_SIZE)?;
+        let written = |i: usize| self.table[i].load(Ordering::Acquire) & WRITTEN != 0;
+        let mut i = first;
+        while i < end {
+            if !written(i) {
+                i += 1;
+                continue;
+            }
+            let run = (i..end).take_while(|&j| written(j)).count();
+            copy_range(old, new, self.block_pos(i as u64), (run * PAGE_SIZE) as u64)?;
+            i += run;
+        }
+        Ok(())
     }
 
     fn build(

@@ -816,3 +816,91 @@ fn a_file_made_on_first_write_is_made_once_and_its_failure_is_survived() {
     // One unnamed file in the directory's file system, none named in the directory.
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }
+
+/// A fork child's private copy (`take_private_copy`): every written block reads back identical
+/// from the new file, under the same descriptors, with O_DIRECT too (where the file system takes
+/// it); what this `SwapFile` writes, frees or punches afterwards never reaches the original
+/// file, which still holds every block it had (reopened by name). A file not made yet copies
+/// nothing and makes nothing.
+#[test]
+fn a_private_copy_holds_the_same_blocks_and_leaves_the_original_alone() {
+    let dir = TempDir::new("private-copy");
+    let pages = real_pages(700);
+    for direct in [false, true] {
+        let path = dir.path().join(format!("area-{direct}.swap"));
+        let mut sf = SwapFile::create(&path, 2, 4 * CLUSTER_SLOTS as u64).unwrap();
+        if direct {
+            let o_direct_dir = std::env::var_os("UZSWAP_DIRECT_IO_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/var/tmp"));
+            let probe = o_direct_dir.join(format!("uzswap-pc-{}.swap", std::process::id()));
+            let mut p = SwapFile::create(&probe, 2, 4 * CLUSTER_SLOTS as u64).unwrap();
+            let refused = p.enable_direct_io().is_err();
+            drop(p);
+            std::fs::remove_file(&probe).ok();
+            if refused || sf.enable_direct_io().is_err() {
+                writeln!(std::io::stderr(), "SKIPPED: O_DIRECT private copy").ok();
+                continue;
+            }
+        }
+        let fds_before = sf.raw_fds();
+        // Runs and gaps over three clusters: slot k holds page k unless freed or discarded.
+        let slots: Vec<SwapSlot> = (0..pages.len()).map(|_| sf.alloc_slot().unwrap()).collect();
+        let mut held = HashMap::new();
+        for (k, s) in slots.iter().enumerate() {
+            if k % 7 == 3 {
+                continue; // allocated, never written
+            }
+            sf.write_page(*s, &pages[k]).unwrap();
+            held.insert(*s, k);
+        }
+        for (k, s) in slots.iter().enumerate() {
+            if k % 11 == 5 && held.remove(s).is_some() {
+                if k % 2 == 0 {
+                    sf.free_slot(*s).unwrap();
+                } else {
+                    sf.discard(*s);
+                }
+            }
+        }
+        sf.take_private_copy(dir.path()).unwrap();
+        assert_eq!(
+            sf.raw_fds(),
+            fds_before,
+            "the descriptors keep their numbers"
+        );
+        assert_eq!(sf.direct_io(), direct);
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for (s, &k) in &held {
+            sf.read_page(*s, &mut buf).unwrap();
+            assert_eq!(buf, pages[k], "slot {s:?} after the copy");
+        }
+        // Changes after the copy: overwrite some blocks, free others (a whole cluster's worth,
+        // so that its hole is punched in the copy).
+        let mut changed = Vec::new();
+        for (s, &k) in held.iter().filter(|(s, _)| s.offset % 3 == 0) {
+            sf.write_page(*s, &pages[(k + 1) % pages.len()]).unwrap();
+            changed.push(*s);
+        }
+        for (s, _) in held.iter().filter(|(s, _)| s.offset < CLUSTER_SLOTS as u64) {
+            if sf.is_written(*s) {
+                sf.free_slot(*s).unwrap();
+            }
+        }
+        sf.sync().unwrap();
+        drop(sf);
+        let orig = SwapFile::open(&path).unwrap();
+        for (s, &k) in &held {
+            orig.read_page(*s, &mut buf).unwrap();
+            assert_eq!(buf, pages[k], "the original's slot {s:?}");
+        }
+        assert!(!changed.is_empty());
+        let st = orig.stats();
+        assert_eq!(st.checksum_errors + st.read_errors, 0);
+    }
+    let lazy_dir = dir.path().join("lazy-not-made");
+    let lazy = SwapFile::create_temp_on_first_write(&lazy_dir, 1, 1024).unwrap();
+    lazy.take_private_copy(dir.path()).unwrap();
+    assert_eq!(lazy.raw_fds(), [None, None]);
+    assert!(!lazy_dir.exists());
+}

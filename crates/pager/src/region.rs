@@ -65,7 +65,7 @@ pub fn kind(s: u64) -> u64 {
     s & KIND
 }
 /// The evicted page's swap slot: (area, offset); the slot field holds the area in its top 5
-/// bits (a fork child writes to a swap area of its own) and the offset in the low 27.
+/// bits (a process has one area, 0) and the offset in the low 27.
 #[inline]
 pub fn slot_of(s: u64) -> (u32, u64) {
     let f = (s >> SLOT_SHIFT) & SLOT_MASK;

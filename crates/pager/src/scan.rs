@@ -68,14 +68,7 @@ impl Scanner {
     /// Opens this address space's pagemap (at start, and in a fork child). False if it can't
     /// (then write tracking stays off).
     pub fn reopen(&self) -> bool {
-        // SAFETY: a NUL-terminated path; the fd is owned by this object.
-        let fd = unsafe {
-            libc::open(
-                c"/proc/self/pagemap".as_ptr(),
-                libc::O_RDONLY | libc::O_CLOEXEC,
-            )
-        };
-        let fd = crate::fds::adopt(fd, false);
+        let fd = open_pagemap();
         let old = self.fd.swap(fd, Relaxed);
         if old >= 0 {
             crate::fds::forget(old);
@@ -149,4 +142,59 @@ impl Scanner {
         }
         true
     }
+}
+
+/// `/proc/self/pagemap` entry bits: the page is present; it is mapped by this address space
+/// alone (clear for a page a fork still shares copy-on-write with the other process).
+const PM_PRESENT: u64 = 1 << 63;
+const PM_MMAP_EXCLUSIVE: u64 = 1 << 56;
+
+/// Reads the pagemap entries (pagemap open at `fd`) of `out.len()` pages from `addr` on.
+pub fn read_pagemap(fd: i32, addr: usize, out: &mut [u64]) -> bool {
+    let at = (addr / crate::region::PAGE * 8) as libc::off_t;
+    // SAFETY: reads at most `out.len()` entries into `out`.
+    let got = unsafe { libc::pread(fd, out.as_mut_ptr().cast(), out.len() * 8, at) };
+    got >= 0 && got as usize == out.len() * 8
+}
+
+/// A pagemap entry's page is present and mapped by this address space alone.
+pub fn mapped_alone(e: u64) -> bool {
+    e & PM_PRESENT != 0 && e & PM_MMAP_EXCLUSIVE != 0
+}
+
+/// Pages of `ranges` (`(start, pages)`, page-aligned) that are present and shared with another
+/// address space (a fork's parent or child), from the pagemap open at `fd`. The kernel reports
+/// this per page only where the page is mapped by a page table entry (a huge page mapped whole
+/// reads as exclusive once the other side has split its own mapping): the caller splits its
+/// huge mappings first. None if the pagemap could not be read.
+pub fn count_shared(fd: i32, ranges: &[(usize, usize)]) -> Option<usize> {
+    let mut buf = [0u64; 512];
+    let mut shared = 0;
+    for &(start, pages) in ranges {
+        let mut done = 0;
+        while done < pages {
+            let n = (pages - done).min(buf.len());
+            if !read_pagemap(fd, start + done * crate::region::PAGE, &mut buf[..n]) {
+                return None;
+            }
+            shared += buf[..n]
+                .iter()
+                .filter(|&&e| e & PM_PRESENT != 0 && e & PM_MMAP_EXCLUSIVE == 0)
+                .count();
+            done += n;
+        }
+    }
+    Some(shared)
+}
+
+/// Opens this address space's pagemap as one of the pager's descriptors (-1 on failure).
+pub fn open_pagemap() -> i32 {
+    // SAFETY: a NUL-terminated path; the caller owns the descriptor.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/self/pagemap".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    crate::fds::adopt(fd, false)
 }

@@ -658,6 +658,77 @@ impl Arena {
         );
     }
 
+    /// In a fork child: maps the huge-page chunks with 4 KiB page table entries (the huge
+    /// pages themselves stay, shared with the parent until either writes). The kernel reports a
+    /// page's sharing (`/proc/self/pagemap`'s exclusive bit) correctly only for pages mapped by
+    /// page table entries: a chunk the child still maps as one huge page reads as exclusive as
+    /// soon as the parent has written one page of it (checked on 6.18), so the child's count of
+    /// the pool memory it shares ([`Arena::zspage_ranges`]) would miss every such chunk.
+    /// Changing one page's protection and back splits the mapping. The child must not have
+    /// started threads of its own yet.
+    pub(crate) fn split_huge_mappings(&self) {
+        let g = self.inner.lock();
+        for c in 0..g.chunks.huge.len() as u32 {
+            if g.returned[HUGE].contains(&c) || (c as usize) * CHUNK_FRAMES >= g.committed {
+                continue;
+            }
+            // SAFETY: the chunk's first frame is committed and inside our reservation; its
+            // protection ends as it was, and the lock keeps the arena's other users out.
+            unsafe { sys::split_huge_mapping(self.base, c as usize * CHUNK_FRAMES * PAGE_SIZE) };
+        }
+    }
+
+    /// The address ranges (start, pages), ascending, that may hold zspages: the chunks ever
+    /// used less the frames known to hold none while resident (free runs kept for reuse, the
+    /// open chunk's resident tail, prefaulted chunks). Ranges given back to the OS are left in:
+    /// they hold no memory. A snapshot: allocations may change it as soon as it is returned.
+    pub(crate) fn zspage_ranges(&self) -> Vec<(usize, usize)> {
+        let g = self.inner.lock();
+        let mut idle: Vec<(usize, usize)> = Vec::new();
+        for (n, set) in g.cached.iter().enumerate() {
+            idle.extend(set.iter().map(|&f| (f as usize, n)));
+        }
+        if let Some((c, cursor)) = g.open {
+            if Self::tail_resident(&g, c) {
+                let end = c as usize * CHUNK_FRAMES + self.chunk_len(c);
+                idle.push((cursor as usize, end.saturating_sub(cursor as usize)));
+            }
+        }
+        idle.extend(
+            g.prepared
+                .iter()
+                .map(|&c| (c as usize * CHUNK_FRAMES, self.chunk_len(c))),
+        );
+        // The chunks ever used: the huge-page region's from its start, the small-page one's
+        // from `small_base` (the address space between them was never touched).
+        let spans = [
+            (0, g.chunks.huge.len() * CHUNK_FRAMES),
+            (
+                g.chunks.small_base as usize * CHUNK_FRAMES,
+                (g.chunks.small_base as usize + g.chunks.small.len()) * CHUNK_FRAMES,
+            ),
+        ];
+        drop(g);
+        idle.sort_unstable();
+        let mut out = Vec::new();
+        for (lo, hi) in spans {
+            let hi = hi.min(self.frames);
+            let mut at = lo;
+            for &(first, n) in idle.iter().filter(|&&(f, n)| f + n > lo && f < hi) {
+                if first > at {
+                    out.push((at, first - at));
+                }
+                at = at.max(first + n);
+            }
+            if at < hi {
+                out.push((at, hi - at));
+            }
+        }
+        out.iter()
+            .map(|&(f, n)| (self.base as usize + f * PAGE_SIZE, n))
+            .collect()
+    }
+
     fn now_ms(&self) -> u64 {
         self.epoch.elapsed().as_millis() as u64
     }
@@ -1320,6 +1391,22 @@ mod sys {
         let _ = unsafe { libc::madvise(base.cast(), len, advice) };
     }
 
+    /// Maps the huge page at `start` (if one maps it) with 4 KiB entries, by changing the
+    /// protection of its first page and back.
+    ///
+    /// # Safety
+    /// The page at `start` must be committed (read-write) and inside the reservation.
+    pub(super) unsafe fn split_huge_mapping(base: *mut u8, start: usize) {
+        // SAFETY: our own committed page; it is read-write again when this returns, and its
+        // contents are untouched. Failure leaves the mapping as it was (only the count of
+        // shared pages is then less exact).
+        unsafe {
+            let p = base.add(start).cast();
+            libc::mprotect(p, crate::PAGE_SIZE, libc::PROT_READ);
+            libc::mprotect(p, crate::PAGE_SIZE, libc::PROT_READ | libc::PROT_WRITE);
+        }
+    }
+
     /// # Safety
     /// The range must be committed, inside the reservation, and not borrowed by anyone.
     pub(super) unsafe fn populate(base: *mut u8, start: usize, len: usize) {
@@ -1384,6 +1471,10 @@ mod sys {
     pub(super) unsafe fn advise(_base: *mut u8, _len: usize, _huge: bool) {}
 
     /// # Safety
+    /// Nothing to do: the heap stand-in has no huge pages.
+    pub(super) unsafe fn split_huge_mapping(_base: *mut u8, _start: usize) {}
+
+    /// # Safety
     /// Nothing to do: the heap stand-in is always resident.
     pub(super) unsafe fn populate(_base: *mut u8, _start: usize, _len: usize) {}
 
@@ -1423,6 +1514,72 @@ mod tests {
         assert_eq!(a.cached_pages(), 3);
         assert_eq!(a.alloc_run(3), Some(r1));
         assert_eq!(a.cached_pages(), 0);
+    }
+
+    /// The ranges a fork child reads the pagemap over: every frame of a run handed out is
+    /// in them, no frame of a freed run kept resident is, and they stay within the chunks
+    /// used (a huge-page arena's small-page chunks start half the reservation away: the
+    /// untouched address space between is left out), in both regions.
+    #[test]
+    fn zspage_ranges_cover_the_runs_handed_out_and_no_cached_one() {
+        for huge in [false, true] {
+            // With prefaulting, a huge-page arena's first chunk is a small-page one.
+            let policy = MemoryPolicy {
+                transparent_huge_pages: huge,
+                prefault_chunks: huge as usize,
+                ..MemoryPolicy::default()
+            };
+            let a = Arena::with_policy(64 * CHUNK_FRAMES, policy).unwrap();
+            let lens = [1usize, 2, 3, 4, 5, 8, 16];
+            let runs: Vec<(u32, usize)> = (0..900)
+                .map(|k| {
+                    let n = lens[k % lens.len()];
+                    (a.alloc_run(n).unwrap(), n)
+                })
+                .collect();
+            let (freed, live): (Vec<_>, Vec<_>) =
+                runs.iter().enumerate().partition(|(k, _)| k % 3 == 1);
+            for (_, &(f, n)) in &freed {
+                a.free_run(f, n);
+            }
+            assert!(a.cached_pages() > 0);
+            let ranges = a.zspage_ranges();
+            let base = a.base as usize;
+            let covered = |frame: usize| {
+                let addr = base + frame * PAGE_SIZE;
+                ranges
+                    .iter()
+                    .any(|&(s, n)| addr >= s && addr < s + n * PAGE_SIZE)
+            };
+            for (_, &(f, n)) in &live {
+                assert!(
+                    (f as usize..f as usize + n).all(covered),
+                    "live run {f}+{n}"
+                );
+            }
+            let g = a.inner.lock();
+            for (n, set) in g.cached.iter().enumerate() {
+                for &f in set {
+                    assert!(
+                        !(f as usize..f as usize + n).any(covered),
+                        "cached run {f}+{n}"
+                    );
+                }
+            }
+            let used = (g.chunks.huge.len() + g.chunks.small.len()) * CHUNK_FRAMES;
+            if huge && a.small_base > 0 {
+                assert!(!g.chunks.huge.is_empty() && !g.chunks.small.is_empty());
+            }
+            drop(g);
+            let total: usize = ranges.iter().map(|r| r.1).sum();
+            assert!(
+                total <= used,
+                "{total} pages in ranges, {used} in the chunks used"
+            );
+            assert!(ranges
+                .windows(2)
+                .all(|w| w[0].0 + w[0].1 * PAGE_SIZE <= w[1].0));
+        }
     }
 
     #[test]

@@ -423,9 +423,20 @@ impl Pool {
 
     /// Call in a fork child before it starts threads of its own: the pool's prefault thread
     /// belongs to the parent, so the child gets a work queue of its own (and a thread for it
-    /// once it grows again). The pool's contents are the child's copy and stay as they are.
+    /// once it grows again). The pool's contents are the child's copy and stay as they are,
+    /// shared with the parent until either writes them; the child's huge-page mappings of them
+    /// are split so that [`Pool::zspage_memory`]'s pages report their sharing.
     pub fn after_fork_child(&self) {
         self.arena.after_fork_child();
+        self.arena.split_huge_mappings();
+    }
+
+    /// The address ranges `(start, pages)` that may hold this pool's zspages, ascending: the
+    /// memory to look at (in `/proc/self/pagemap`, say) to learn how much of the pool a fork
+    /// child still shares with its parent. Free memory kept resident is left out; memory
+    /// given back to the OS may be in (it maps nothing). A snapshot.
+    pub fn zspage_memory(&self) -> Vec<(usize, usize)> {
+        self.arena.zspage_ranges()
     }
 
     /// Returns the cached pages whose decay time ([`MemoryPolicy::free_page_decay_ms`]) has

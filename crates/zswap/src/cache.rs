@@ -579,6 +579,18 @@ impl Zswap {
         self.inner.pools.total_pages()
     }
 
+    /// The address ranges `(start, pages)` that may hold zspages of any live pool (see
+    /// `Pool::zspage_memory`): what a fork child looks at to count the pool pages it still
+    /// shares with its parent.
+    pub fn pool_memory(&self) -> Vec<(usize, usize)> {
+        self.inner
+            .pools
+            .live()
+            .iter()
+            .flat_map(|p| p.zs.zspage_memory())
+            .collect()
+    }
+
     /// The live pools, current first.
     pub fn pools(&self) -> Vec<PoolInfo> {
         let cur = self.inner.pools.current();
