@@ -1426,6 +1426,60 @@ fn programs_own_sigbus_handler_still_gets_faults_that_are_not_the_pagers() {
     assert!(r["pager"]["evictions"].as_u64().unwrap() > 0);
 }
 
+/// A SIGBUS handler installed with `syscall(SYS_rt_sigaction)` (the kernel's structure, the
+/// program's own restorer) is chained as one installed with `sigaction`: it gets the program's
+/// own SIGBUS (a read beyond a file's end) and reads back as installed, while the pager's
+/// faults stay the pager's. Made behind the wrapper, the program's handler replaced the
+/// pager's and took its first fault ("stray SIGBUS", exit 7).
+#[test]
+fn a_sigbus_handler_set_through_syscall_is_chained() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("raw_sigaction", RAW_SIGACTION, &[]);
+    let r = same_output("8M", &[exe.to_str().unwrap()]);
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+}
+
+const RAW_SIGACTION: &str = r#"#define _GNU_SOURCE
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+struct ksa { void (*h)(int, siginfo_t *, void *); unsigned long flags; void (*restorer)(void); unsigned long mask; };
+extern void restore_rt(void);
+__asm__(".text\n.globl restore_rt\nrestore_rt:\n mov $15, %rax\n syscall\n");
+static sigjmp_buf jb;
+static volatile int armed;
+static void on_bus(int s, siginfo_t *si, void *c) {
+    if (!armed) { static const char m[] = "stray SIGBUS\n"; write(2, m, sizeof m - 1); _exit(7); }
+    siglongjmp(jb, 1);
+}
+int main(void) {
+    struct ksa k = { on_bus, SA_SIGINFO | 0x04000000 /* SA_RESTORER */, restore_rt, ~0UL }, old;
+    if (syscall(SYS_rt_sigaction, SIGBUS, &k, &old, 8)) { perror("rt_sigaction"); return 2; }
+    struct ksa back;
+    if (syscall(SYS_rt_sigaction, SIGBUS, NULL, &back, 8) || back.h != on_bus) { printf("read back: not ours\n"); }
+    size_t n = 32u << 20;
+    char *big = malloc(n);
+    for (size_t i = 0; i < n; i++) big[i] = (char)(i * 7 + (i >> 12));
+    FILE *f = tmpfile();
+    char *m = mmap(0, 4096, PROT_READ, MAP_SHARED, fileno(f), 0);
+    int caught = 0;
+    armed = 1;
+    if (sigsetjmp(jb, 1) == 0) { volatile char x = m[0]; (void)x; } else caught = 1;
+    armed = 0;
+    long s = 0; for (size_t i = 0; i < n; i += 4096) s += big[i];
+    for (size_t i = 0; i < n; i++) if (big[i] != (char)(i * 7 + (i >> 12))) { printf("MISMATCH\n"); return 1; }
+    printf("caught %d sum %ld\n", caught, s);
+    return 0;
+}
+"#;
+
 /// A program that installs SIGBUS handlers through libc's other entry points (`__sysv_signal`,
 /// what `signal` is under `-std=c99`; `bsd_signal`; `sigset`), and sets an alternate signal
 /// stack of its own in heap memory, whose `SA_ONSTACK` handler it raises while it works through

@@ -1650,6 +1650,18 @@ pub unsafe extern "C" fn syscall(
         // SAFETY: libc's `syscall`, given every argument register, with our copy of the set.
         return unsafe { real(nr, a1, &set as *const libc::sigset_t, a3, a4, a5, a6) };
     }
+    if nr == libc::SYS_rt_sigaction && a4 == 8 && signals::installed() {
+        // SAFETY: the caller's kernel sigaction pointers, each null or valid, as the kernel
+        // reads and writes them.
+        return unsafe {
+            raw_rt_sigaction(
+                a1 as c_int,
+                a2 as usize as *const KernelSigaction,
+                a3 as usize as *mut KernelSigaction,
+            )
+        }
+        .into();
+    }
     if nr == libc::SYS_sigaltstack {
         // As the `sigaltstack` wrapper: recorded, so that the pager's handler keeps a stack
         // of its own (a managed one may be evicted under the frame the kernel writes).
@@ -1690,6 +1702,61 @@ pub unsafe extern "C" fn syscall(
     // SAFETY: libc's `syscall`, given every argument register.
     unsafe { real(nr, a1, a2, a3, a4, a5, a6) }
 }
+
+/// The kernel's `struct sigaction` on x86-64 (what `rt_sigaction` reads and writes; libc's
+/// differs: a 128-byte mask before the flags).
+#[repr(C)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: libc::c_ulong,
+    restorer: libc::sighandler_t,
+    mask: u64,
+}
+
+/// `syscall(SYS_rt_sigaction, sig, act, old, 8)` made through the `sigaction` wrapper: made
+/// behind its back, a program's SIGBUS handler replaced the pager's, and the pager's next
+/// fault went to the program's handler ("stray SIGBUS", the program's exit 7 in the test);
+/// other signals' masks keep SIGBUS out, as the wrapper keeps them. The kernel's structure is
+/// translated to libc's and back; the program's restorer gives way to libc's (both return
+/// through `rt_sigreturn`).
+///
+/// # Safety
+/// `act` and `old` null or valid, as for the system call.
+unsafe fn raw_rt_sigaction(
+    sig: c_int,
+    act: *const KernelSigaction,
+    old: *mut KernelSigaction,
+) -> c_int {
+    // SAFETY: zeroed sigaction structs are valid; the pointers are the caller's.
+    unsafe {
+        let mut a: libc::sigaction = std::mem::zeroed();
+        let mut o: libc::sigaction = std::mem::zeroed();
+        if let Some(k) = act.as_ref() {
+            a.sa_sigaction = k.handler;
+            a.sa_flags = (k.flags & !(SA_RESTORER as libc::c_ulong)) as c_int;
+            (&mut a.sa_mask as *mut libc::sigset_t)
+                .cast::<u64>()
+                .write(k.mask);
+        }
+        let r = sigaction(
+            sig,
+            if act.is_null() { std::ptr::null() } else { &a },
+            &mut o,
+        );
+        if let (0, Some(k)) = (r, old.as_mut()) {
+            *k = KernelSigaction {
+                handler: o.sa_sigaction,
+                flags: o.sa_flags as u32 as libc::c_ulong,
+                restorer: o.sa_restorer.map_or(0, |f| f as libc::sighandler_t),
+                mask: (&o.sa_mask as *const libc::sigset_t).cast::<u64>().read(),
+            };
+        }
+        r
+    }
+}
+
+/// `SA_RESTORER` (x86-64; not in the libc crate for this target).
+const SA_RESTORER: c_int = 0x0400_0000;
 
 /// Does `syscall(nr, a1, a2, ...)` make a process of its own (a copy of this address space,
 /// not a thread or a `vfork` child sharing it) that returns from this call in the child, as
