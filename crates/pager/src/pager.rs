@@ -64,6 +64,17 @@ use crate::uffd::{Uffd, UffdError};
 /// (`Pager::recount_shared`).
 const SHARED_RECOUNT_NS: u64 = 20_000_000;
 
+/// Why `Pager::recount_shared` is called.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Recount {
+    /// In the fork child's set-up: the pool only, at once.
+    AtFork,
+    /// The tree is over its budget: as soon as the shortest interval allows.
+    Urgent,
+    /// Now and then: the interval grows while nothing changes.
+    Idle,
+}
+
 /// Pages moved out per `UFFDIO_MOVE` batch.
 pub const SCRATCH_PAGES: usize = 64;
 /// Most pages one `Pager::move_chunk` call takes (one bit each in its result).
@@ -364,6 +375,8 @@ pub struct Pager {
     shared_pagemap: AtomicI32,
     /// When `recount_shared` may run next (`sys::now_ns`; `u64::MAX` while one runs).
     shared_recount_at: AtomicU64,
+    /// Recounts in a row that found nothing changed (each doubles the idle interval).
+    shared_recount_idle: AtomicU32,
     /// This process's slot in the segment's process table (usize::MAX: none).
     proc_slot: AtomicUsize,
     /// `--record-trace`: the raw event log.
@@ -440,6 +453,7 @@ impl Pager {
             pool_shared: AtomicI64::new(0),
             shared_pagemap: AtomicI32::new(-1),
             shared_recount_at: AtomicU64::new(0),
+            shared_recount_idle: AtomicU32::new(0),
             proc_slot: AtomicUsize::new(usize::MAX),
             rec: std::env::var("UZSWAP_TRACE_DIR")
                 .ok()
@@ -1642,16 +1656,26 @@ impl Pager {
     ///   evicted, unmapped or exited, are charged to this process from now on.
     ///
     /// At most every `SHARED_RECOUNT_NS`, and never more than a fiftieth of the time (a
-    /// pagemap read of 8 bytes per page: about 2 µs per MiB). With `at_fork`, only the pool,
-    /// at once. Once nothing is shared any more the pagemap is closed, for good (a later fork
-    /// makes this process the parent, which counts everything).
-    fn recount_shared(&self, at_fork: bool) {
+    /// pagemap read of 8 bytes per page: about 2 µs per MiB); a count that found nothing
+    /// changed doubles the interval for the next `Recount::Idle` one, up to 64 times, while
+    /// `Recount::Urgent` (the tree is over its budget: an uncounted page matters now) keeps
+    /// the shortest. `Recount::AtFork` counts the pool alone, at once. Once nothing is shared
+    /// any more the pagemap is closed, for good (a later fork makes this process the parent,
+    /// which counts everything).
+    fn recount_shared(&self, when: Recount) {
         if self.shared_pagemap.load(Relaxed) < 0 {
             return;
         }
+        let at_fork = when == Recount::AtFork;
         let next = self.shared_recount_at.load(Relaxed);
         let t = sys::now_ns();
-        if (!at_fork && t < next)
+        let idle = self.shared_recount_idle.load(Relaxed).min(6);
+        let wait = if when == Recount::Idle {
+            (SHARED_RECOUNT_NS << idle) - SHARED_RECOUNT_NS
+        } else {
+            0
+        };
+        if (!at_fork && t < next.saturating_add(wait))
             || self
                 .shared_recount_at
                 .compare_exchange(next, u64::MAX, Relaxed, Relaxed)
@@ -1663,9 +1687,10 @@ impl Pager {
         let map = self.regions.read_recursive();
         let fd = self.shared_pagemap.load(Relaxed);
         let mut ok = fd >= 0;
+        let mut changed = false;
         if let Some(z) = self.cache_made().filter(|_| ok) {
             match crate::scan::count_shared(fd, &z.pool_memory()) {
-                Some(n) => self.pool_shared.store(n as i64, Relaxed),
+                Some(n) => changed |= self.pool_shared.swap(n as i64, Relaxed) != n as i64,
                 None => ok = false,
             }
         }
@@ -1673,12 +1698,19 @@ impl Pager {
             let n = self.charge_unshared_inherited(&map, fd);
             self.inherited.fetch_sub(n, Relaxed);
             self.charge(n);
+            changed |= n > 0;
+        }
+        if changed {
+            self.shared_recount_idle.store(0, Relaxed);
+        } else if !at_fork {
+            self.shared_recount_idle.fetch_add(1, Relaxed);
         }
         drop(map);
         if !ok || (self.pool_shared.load(Relaxed) == 0 && self.inherited.load(Relaxed) <= 0) {
             self.close_shared_pagemap();
         }
         let took = sys::now_ns().saturating_sub(t);
+        // The shortest interval from now; `Recount::Idle` adds its backoff to it.
         self.shared_recount_at
             .store(sys::now_ns() + SHARED_RECOUNT_NS.max(50 * took), Relaxed);
     }
@@ -1765,7 +1797,7 @@ impl Pager {
             return;
         }
         let _g = InPager::enter();
-        self.recount_shared(false);
+        self.recount_shared(Recount::Urgent);
         // After a fruitless sweep, don't sweep again until this process has grown a batch.
         let starved = self.starved_at.load(Relaxed);
         if starved >= 0 && self.resident.load(Relaxed) < starved + self.cfg.batch as i64 {
@@ -1810,7 +1842,11 @@ impl Pager {
                     if self.pid.load(Relaxed) != me {
                         return; // a fork child's copy of a parent thread: never runs
                     }
-                    self.recount_shared(false);
+                    self.recount_shared(if self.over_budget() {
+                        Recount::Urgent
+                    } else {
+                        Recount::Idle
+                    });
                     self.publish_pool();
                     self.publish_charge();
                     self.seg.collect_dead(me);
@@ -2909,7 +2945,7 @@ impl Pager {
         if inh > 0 || cache.is_some_and(|z| z.pool_total_pages() > 0) {
             self.shared_pagemap
                 .store(crate::scan::open_pagemap(), Relaxed);
-            self.recount_shared(true);
+            self.recount_shared(Recount::AtFork);
         }
         self.release_fork_parent();
         if let Some(z) = cache {
