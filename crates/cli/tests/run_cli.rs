@@ -4344,3 +4344,54 @@ int main(void) {
         "the child peaked at {child} KB, its parent at {parent} KB before the fork"
     );
 }
+
+/// An ordinary user's program (nobody's, through `setpriv`) pages and forks as root's does: the
+/// userfaultfd is made with `UFFD_USER_MODE_ONLY`, the fork child's new one too, and the child's
+/// count of what it shares with its parent reads its own pagemap. Visible skip where the test
+/// is not root, has no `setpriv`, or nobody cannot run the built binaries.
+#[test]
+fn an_ordinary_users_fork_children_read_what_their_parent_paged_out() {
+    if !uffd_ok() {
+        return;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let root = status
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"));
+    if !root || Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: an_ordinary_users_fork_children...: needs root and setpriv");
+        return;
+    }
+    let exe = compile("forkexec_nobody", FORK_EXEC, &[]);
+    let dir = workdir().join("nobody");
+    std::fs::create_dir_all(&dir).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let rep = dir.join("report.json");
+    let plain = Command::new(&exe).output().unwrap();
+    ensure_preload();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(uzswap())
+        .args(["run", "--memory-max", "8M", "--report"])
+        .arg(&rep)
+        .arg("--")
+        .arg(&exe)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("Permission denied") && !rep.exists() {
+        eprintln!("SKIPPED: nobody cannot run the built binaries here: {err}");
+        return;
+    }
+    assert_same(&plain, &out);
+    let r = report(&rep);
+    assert!(
+        r["faults"]["from_pool"].as_u64().unwrap() + r["faults"]["from_swapfile"].as_u64().unwrap()
+            > 1000,
+        "{r}"
+    );
+    // The program and its two fork children (and the exec'd `echo` where it is dynamic).
+    assert!(r["processes_paged"].as_u64().unwrap() >= 3, "{r}");
+}
