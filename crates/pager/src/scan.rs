@@ -162,6 +162,11 @@ pub fn mapped_alone(e: u64) -> bool {
     e & PM_PRESENT != 0 && e & PM_MMAP_EXCLUSIVE != 0
 }
 
+/// A pagemap entry's page is present and mapped by another address space too.
+fn mapped_with_another(e: u64) -> bool {
+    e & PM_PRESENT != 0 && e & PM_MMAP_EXCLUSIVE == 0
+}
+
 /// Pages of `ranges` (`(start, pages)`, page-aligned) that are present and shared with another
 /// address space (a fork's parent or child), from the pagemap open at `fd`. The kernel reports
 /// this per page only where the page is mapped by a page table entry (a huge page mapped whole
@@ -177,10 +182,7 @@ pub fn count_shared(fd: i32, ranges: &[(usize, usize)]) -> Option<usize> {
             if !read_pagemap(fd, start + done * crate::region::PAGE, &mut buf[..n]) {
                 return None;
             }
-            shared += buf[..n]
-                .iter()
-                .filter(|&&e| e & PM_PRESENT != 0 && e & PM_MMAP_EXCLUSIVE == 0)
-                .count();
+            shared += buf[..n].iter().filter(|&&e| mapped_with_another(e)).count();
             done += n;
         }
     }
@@ -197,4 +199,80 @@ pub fn open_pagemap() -> i32 {
         )
     };
     crate::fds::adopt(fd, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pagemap says what a fork shares: a parent's pages are shared while a child maps
+    /// them, its own once it wrote them (copy-on-write) and all of them once the child is
+    /// gone. The child only waits on a pipe and exits (async-signal-safe calls alone).
+    #[test]
+    fn the_pagemap_counts_the_pages_a_fork_child_still_shares() {
+        const N: usize = 64;
+        let len = N * crate::region::PAGE;
+        // SAFETY: a fresh private anonymous mapping, ours alone; unmapped at the end.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        // MADV_NOHUGEPAGE: a huge page mapped whole reports its sharing as a whole.
+        // SAFETY: our mapping.
+        unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+        let base = p as usize;
+        // SAFETY: writes inside our mapping.
+        unsafe { std::ptr::write_bytes(p.cast::<u8>(), 7, len) };
+        let fd = open_pagemap();
+        assert!(fd >= 0);
+        let shared = || count_shared(fd, &[(base, N)]).unwrap();
+        assert_eq!(shared(), 0);
+        let mut pipe = [0; 2];
+        // SAFETY: a two-int array for pipe to fill.
+        assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+        // SAFETY: the child makes async-signal-safe calls only (read, _exit).
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let mut b = 0u8;
+            // SAFETY: a one-byte read into a local, then the end of the child.
+            unsafe {
+                libc::read(pipe[0], (&mut b as *mut u8).cast(), 1);
+                libc::_exit(0);
+            }
+        }
+        assert!(child > 0);
+        let during = shared();
+        for k in 0..10 {
+            // SAFETY: a write inside our mapping: this process's own copy of the page.
+            unsafe { *(base as *mut u8).add(k * crate::region::PAGE) = 1 };
+        }
+        let after_writes = shared();
+        let mut e = [0u64; N];
+        assert!(read_pagemap(fd, base, &mut e));
+        let alone = e.iter().filter(|&&x| mapped_alone(x)).count();
+        // SAFETY: ends the child (its read returns), then reaps it.
+        unsafe {
+            libc::write(pipe[1], b"x".as_ptr().cast(), 1);
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+            libc::close(pipe[0]);
+            libc::close(pipe[1]);
+        }
+        let after_exit = shared();
+        // SAFETY: our descriptor and mapping, no longer used.
+        unsafe {
+            libc::close(fd);
+            libc::munmap(p, len);
+        }
+        assert_eq!(
+            (during, after_writes, alone, after_exit),
+            (N, N - 10, 10, 0)
+        );
+    }
 }
