@@ -40,7 +40,7 @@ pub use error::{Error, HeaderError, Op, Result};
 pub use fault::FaultInjector;
 pub use memstore::MemStore;
 pub use stats::BackingStats;
-pub use swapfile::{block_checksum, DiscardPolicy, SwapFile, MAX_SLOTS};
+pub use swapfile::{block_checksum, DiscardPolicy, PrivateCopy, SwapFile, MAX_SLOTS};
 pub use uzswap_types::{SwapSlot, PAGE_SIZE};
 
 /// A swap area the cache writes pages back to and reads them from: `capacity()` slots of

@@ -128,6 +128,26 @@ pub struct SwapFile {
     direct: Option<File>,
 }
 
+/// A fork child's copy of a swap file, between [`SwapFile::private_copy`] and
+/// [`SwapFile::switch_to_copy`].
+#[derive(Debug, Default)]
+pub struct PrivateCopy {
+    /// The new file (None: it could not be made).
+    file: Option<File>,
+    /// Offsets of the written blocks that are not in it.
+    failed: Vec<u64>,
+    /// False for a file not made yet: nothing to switch.
+    made: bool,
+}
+
+impl PrivateCopy {
+    /// Offsets of the written blocks the copy lacks (the file system was full or failed):
+    /// read them before the switch, forget their slots after it.
+    pub fn failed(&self) -> &[u64] {
+        &self.failed
+    }
+}
+
 /// A block buffer aligned for O_DIRECT (any logical block size up to the page size).
 #[repr(C, align(4096))]
 struct AlignedBlock([u8; PAGE_SIZE]);
@@ -470,44 +490,80 @@ impl SwapFile {
         ]
     }
 
-    /// In the child of a `fork`: gives this process a file of its own (a new unnamed file in
-    /// `dir`) holding the same blocks at the same offsets, and puts it under the descriptors
-    /// the inherited file had (so every copy of them, the O_DIRECT one too, now names the new
-    /// file). The child's copy of the slot map and checksum table then describes its own file,
-    /// and parent and child write, punch and reuse slots without meeting; without it both
-    /// processes would hand out the same slots of one shared file.
+    /// In the child of a `fork`, first step: a new unnamed file in `dir` holding the same
+    /// blocks at the same offsets, for [`SwapFile::switch_to_copy`]. Until the switch both
+    /// processes' descriptors name one open file, while the slot map and checksum table are
+    /// each process's copy: without a file of its own, the child and the parent would hand out
+    /// the same slots of one file.
     ///
     /// Only the written blocks are copied (`copy_file_range`, which the kernel may do without
     /// a pass through user space, or reflink), with the checksum-table pages that list them.
-    /// A file not made yet (made on first write) has nothing to copy: the child makes its own
-    /// when it first writes. The caller must not use this file from another thread meanwhile,
-    /// and the parent must not change its blocks until this returns.
-    pub fn take_private_copy(&self, dir: &Path) -> Result<()> {
+    /// Blocks that could not be copied (a full or failing file system; every one if no file
+    /// could be made) are listed in [`PrivateCopy::failed`]: the caller reads them from this
+    /// file before the switch and forgets their slots after it. A file not made yet (made on
+    /// first write) has nothing to copy: the child makes its own when it first writes. The
+    /// caller must not use this file from another thread meanwhile, and the parent must not
+    /// change its blocks until the switch.
+    pub fn private_copy(&self, dir: &Path) -> PrivateCopy {
+        let Some(old) = self.file.get() else {
+            return PrivateCopy::default();
+        };
+        let written = |i: usize| self.table[i].load(Ordering::Acquire) & WRITTEN != 0;
+        let clusters: Vec<usize> = match self.cluster_counts.get() {
+            Some(counts) => (0..self.nr_clusters)
+                .filter(|&ci| counts[ci].load(Ordering::Acquire) & !PUNCHING != 0)
+                .collect(),
+            None => Vec::new(),
+        };
+        // The header only matters to a file reopened by name, which this unnamed one never is:
+        // a full file system that refuses it leaves a file later writes may still fill.
+        let new = open_temp(dir).inspect(|f| {
+            let _ = Self::format(f, self.area, self.capacity);
+        });
+        let mut failed = Vec::new();
+        for ci in clusters {
+            let first = ci * CLUSTER_SLOTS;
+            let end = (first + CLUSTER_SLOTS).min(self.capacity as usize);
+            let copied = match &new {
+                Ok(f) => self.copy_cluster(old, f, ci),
+                Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+            };
+            if copied.is_err() {
+                failed.extend((first..end).filter(|&i| written(i)).map(|i| i as u64));
+            }
+        }
+        PrivateCopy {
+            file: new.ok(),
+            failed,
+            made: true,
+        }
+    }
+
+    /// In the child of a `fork`, second step: puts the copy under the descriptors the inherited
+    /// file had (so every copy of them, the O_DIRECT one too, now names the child's file). With
+    /// no file made, a read-only `/dev/null` takes their place: every later write fails (an
+    /// I/O error, counted; the page stays where it was) and nothing reaches the parent's file.
+    pub fn switch_to_copy(&self, copy: PrivateCopy) -> Result<()> {
         use std::os::fd::AsRawFd as _;
         let Some(old) = self.file.get() else {
             return Ok(());
         };
-        let new = open_temp(dir).map_err(|e| Error::from_io(Op::Create, None, e))?;
-        Self::format(&new, self.area, self.capacity)
-            .map_err(|(op, e)| Error::from_io(op, None, e))?;
-        if let Some(counts) = self.cluster_counts.get() {
-            for ci in 0..self.nr_clusters {
-                if counts[ci].load(Ordering::Acquire) & !PUNCHING == 0 {
-                    continue;
-                }
-                self.copy_cluster(old, &new, ci)
-                    .map_err(|e| Error::from_io(Op::Write, None, e))?;
-            }
+        if !copy.made {
+            return Ok(());
         }
-        // The new file under the old numbers: `File`s here (and the descriptors other code
-        // registered) keep their numbers. O_DIRECT is a property of the open file, so that
-        // descriptor is opened again on the new file.
+        let new = match copy.file {
+            Some(f) => f,
+            None => File::open("/dev/null").map_err(|e| Error::from_io(Op::Create, None, e))?,
+        };
+        // O_DIRECT is a property of the open file: that descriptor is opened again on the new
+        // file (or is /dev/null too).
+        let regular = new.metadata().is_ok_and(|m| m.is_file());
         let direct = match &self.direct {
             Some(d) => {
                 let f = OpenOptions::new()
                     .read(true)
-                    .write(true)
-                    .custom_flags(libc::O_DIRECT)
+                    .write(regular)
+                    .custom_flags(if regular { libc::O_DIRECT } else { 0 })
                     .open(format!("/proc/self/fd/{}", new.as_raw_fd()))
                     .map_err(|source| Error::DirectIoRefused { source })?;
                 Some((f, d.as_raw_fd()))
@@ -525,6 +581,20 @@ impl SwapFile {
             }
         }
         Ok(())
+    }
+
+    /// [`SwapFile::private_copy`] then [`SwapFile::switch_to_copy`], for a caller that can
+    /// lose no block: an error, and no switch, if any block could not be copied.
+    pub fn take_private_copy(&self, dir: &Path) -> Result<()> {
+        let copy = self.private_copy(dir);
+        if let Some(&off) = copy.failed.first() {
+            return Err(Error::from_io(
+                Op::Write,
+                Some(SwapSlot::new(self.area, off)),
+                io::Error::other(format!("{} blocks not copied", copy.failed.len())),
+            ));
+        }
+        self.switch_to_copy(copy)
     }
 
     /// Copies cluster `ci`'s checksum-table page (its 512 entries, from memory) and its written

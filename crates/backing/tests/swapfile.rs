@@ -904,3 +904,40 @@ fn a_private_copy_holds_the_same_blocks_and_leaves_the_original_alone() {
     assert_eq!(lazy.raw_fds(), [None, None]);
     assert!(!lazy_dir.exists());
 }
+
+/// A private copy that cannot be made (here its directory does not exist; a full file system
+/// fails the same way, block by block): every written block is listed as not copied, the switch
+/// puts a read-only `/dev/null` under the descriptors, and from then on nothing reaches the
+/// original file: writes fail (counted), reads of the listed blocks fail, never with wrong data,
+/// and the original keeps every block (reopened by name).
+#[test]
+fn a_private_copy_that_cannot_be_made_lists_every_block_and_writes_nowhere() {
+    let dir = TempDir::new("private-copy-fails");
+    let path = dir.path().join("area.swap");
+    let sf = SwapFile::create(&path, 1, 2 * CLUSTER_SLOTS as u64).unwrap();
+    let pages = real_pages(40);
+    let slots: Vec<SwapSlot> = (0..pages.len()).map(|_| sf.alloc_slot().unwrap()).collect();
+    for (s, p) in slots.iter().zip(&pages) {
+        sf.write_page(*s, p).unwrap();
+    }
+    let copy = sf.private_copy(&dir.path().join("missing"));
+    let mut failed = copy.failed().to_vec();
+    failed.sort_unstable();
+    assert_eq!(failed, slots.iter().map(|s| s.offset).collect::<Vec<_>>());
+    sf.switch_to_copy(copy).unwrap();
+    let errors = sf.stats().write_errors;
+    assert!(sf.write_page(slots[0], &pages[1]).is_err());
+    assert_eq!(sf.stats().write_errors, errors + 1);
+    let mut buf = vec![0u8; PAGE_SIZE];
+    assert!(sf.read_page(slots[2], &mut buf).is_err());
+    assert!(
+        buf.iter().all(|&b| b == 0),
+        "a failed read hands out nothing"
+    );
+    drop(sf);
+    let orig = SwapFile::open(&path).unwrap();
+    for (s, p) in slots.iter().zip(&pages) {
+        orig.read_page(*s, &mut buf).unwrap();
+        assert_eq!(&buf, p);
+    }
+}

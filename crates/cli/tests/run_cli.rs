@@ -4395,3 +4395,100 @@ fn an_ordinary_users_fork_children_read_what_their_parent_paged_out() {
     // The program and its two fork children (and the exec'd `echo` where it is dynamic).
     assert!(r["processes_paged"].as_u64().unwrap() >= 3, "{r}");
 }
+
+/// A fork child whose swap directory's file system is full when it copies its parent's blocks
+/// (a 256 KiB tmpfs in a mount namespace of the run's own, as
+/// `a_full_swap_file_system_loses_nothing_and_is_reported`) brings those pages back into memory
+/// instead, and the program's output is the plain run's. Before, the child could not take over
+/// its memory and exited with status 125. Visible skip where no namespace can be made.
+#[test]
+fn a_fork_child_survives_a_full_swap_file_system() {
+    if !uffd_ok() {
+        return;
+    }
+    ensure_preload();
+    let exe = compile(
+        "fork_full_fs",
+        r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#define SZ (24UL << 20)
+static unsigned long val(size_t i) { return i * 2654435761UL >> 7; }
+int main(void) {
+    unsigned char *a = malloc(SZ);
+    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = val(i);
+    pid_t c = fork();
+    if (c == 0) {
+        size_t bad = 0;
+        for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != val(i);
+        printf("child: %zu wrong\n", bad);
+        fflush(stdout);
+        _exit(bad != 0);
+    }
+    int st;
+    waitpid(c, &st, 0);
+    size_t bad = 0;
+    for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != val(i);
+    printf("parent: %zu wrong, child %d\n", bad, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    return bad != 0 || st != 0;
+}
+"#,
+        &[],
+    );
+    let dir = workdir().join("full-swap-dir-fork");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mount = "mount -t tmpfs -o size=256k uzswap-test \"$1\" && shift && exec \"$@\"";
+    let in_namespace = |ns: &str, cmd: &[&std::ffi::OsStr]| {
+        Command::new("unshare")
+            .args([ns, "sh", "-c", mount, "sh"])
+            .arg(&dir)
+            .args(cmd)
+            .output()
+    };
+    let Some(ns) = ["-m", "-Urm"]
+        .into_iter()
+        .find(|ns| in_namespace(ns, &["true".as_ref()]).is_ok_and(|o| o.status.success()))
+    else {
+        println!("SKIPPED: no mount namespace for a small tmpfs (unshare -m / -Urm failed)");
+        return;
+    };
+    let plain = Command::new(&exe).output().unwrap();
+    assert!(plain.status.success(), "{plain:?}");
+    let rep = workdir().join("report-full-swap-dir-fork.json");
+    let args: Vec<&std::ffi::OsStr> = [
+        uzswap().as_ref(),
+        "run".as_ref(),
+        "--memory-max".as_ref(),
+        "8M".as_ref(),
+        "--budget-covers".as_ref(),
+        "resident".as_ref(),
+        "--swap-dir".as_ref(),
+        dir.as_os_str(),
+        // A pool of 2.5 MiB: the rest goes to the swap file, whose file system is full at the
+        // fork (about 60 pages fit), so the child's copy of it fails.
+        "--max-pool-percent".as_ref(),
+        "1".as_ref(),
+        "--total-memory".as_ref(),
+        "256M".as_ref(),
+        "--report".as_ref(),
+        rep.as_os_str(),
+        "--".as_ref(),
+        exe.as_os_str(),
+    ]
+    .to_vec();
+    let out = in_namespace(ns, &args).unwrap();
+    assert_same(&plain, &out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("could not be copied to a swap file of its own"),
+        "{stderr}"
+    );
+    assert!(
+        report(&rep)["counters"]["swap_no_space_errors"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}

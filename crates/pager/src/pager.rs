@@ -2906,9 +2906,7 @@ impl Pager {
         // doubled the tree's pool at each fork: a 48 MiB program forking under 16M peaked at a
         // 6.7 MiB pool against 3.4 without the fork.) The parent waits for the copy
         // (`wait_for_fork_child`).
-        self.area
-            .take_private_copy(&self.cfg.swap_dir)
-            .map_err(|e| format!("swap file: {e}"))?;
+        self.take_own_swap_file(&map)?;
         self.pid.store(sys::getpid(), Relaxed);
         self.pool_published.store(0, Relaxed);
         self.retired.store(false, Relaxed);
@@ -2956,6 +2954,64 @@ impl Pager {
         self.proc_slot.store(usize::MAX, Relaxed);
         self.join_tree();
         self.publish_pool();
+        Ok(())
+    }
+}
+
+impl Pager {
+    /// Fork child: a swap file of its own with the blocks of the parent's (see
+    /// `after_fork_child`). Blocks that could not be copied (the swap directory's file system
+    /// full or failing) come back into memory instead, read from the parent's file (which the
+    /// parent leaves alone until the child is done here) and put in place as resident pages of
+    /// the child; their slots are forgotten once the child's file is its own. Before, such a
+    /// child could not take over its memory and exited with status 125.
+    fn take_own_swap_file(&self, map: &BTreeMap<usize, Arc<Region>>) -> Result<(), String> {
+        let copy = self.area.private_copy(&self.cfg.swap_dir);
+        let mut forget = Vec::new();
+        if !copy.failed().is_empty() {
+            let failed: std::collections::HashSet<u64> = copy.failed().iter().copied().collect();
+            let z = self.cache_made().ok_or("blocks written without a cache")?;
+            let mut buf = [0u8; PAGE];
+            for r in map.values() {
+                for i in 0..r.hwm.load(Relaxed).min(r.pages) {
+                    let s = r.state(i).load(Relaxed);
+                    let (area, offset) = region::slot_of(s);
+                    if region::kind(s) != EVICTED || !failed.contains(&offset) {
+                        continue;
+                    }
+                    let slot = SwapSlot { area, offset };
+                    match z.load(slot, &mut buf, false) {
+                        Ok(LoadOutcome::Hit) | Ok(LoadOutcome::FromSwapFile) => {}
+                        _ => return Err(format!("page {:#x} could not be read", r.addr(i))),
+                    }
+                    match self.uffd().copy(r.addr(i), buf.as_ptr(), PAGE, false) {
+                        Ok(()) | Err(UffdError::Exists) => {}
+                        Err(e) => return Err(format!("page {:#x}: {e:?}", r.addr(i))),
+                    }
+                    r.state(i).store(RESIDENT | REF, Release);
+                    r.note_filled(i, i);
+                    self.resident.fetch_add(1, Relaxed);
+                    self.charge(1);
+                    forget.push((area, offset));
+                }
+            }
+            sys::raw_stderr(
+                format!(
+                    "uzswap: fork child: {} blocks could not be copied to a swap file of its own \
+                     in {}; {} pages came back into memory\n",
+                    copy.failed().len(),
+                    self.cfg.swap_dir.display(),
+                    forget.len()
+                )
+                .as_bytes(),
+            );
+        }
+        self.area
+            .switch_to_copy(copy)
+            .map_err(|e| format!("swap file: {e}"))?;
+        for slot in forget {
+            self.forget_slot(slot);
+        }
         Ok(())
     }
 }
