@@ -759,6 +759,30 @@ fn a_relative_swap_directory_holds_after_the_program_changes_directory() {
     );
 }
 
+/// Runs commands with `dir` (made here) mounted as a 256 KiB tmpfs, in a mount namespace of
+/// their own (`unshare -m`, or with a user namespace too when not root), which nothing else
+/// sees and which goes away with the command. None, after a visible skip line, where neither
+/// namespace can be made.
+fn small_tmpfs_namespace(dir: &Path) -> Option<impl Fn(&[&std::ffi::OsStr]) -> Output + '_> {
+    std::fs::create_dir_all(dir).unwrap();
+    let mount = "mount -t tmpfs -o size=256k uzswap-test \"$1\" && shift && exec \"$@\"";
+    let run = move |ns: &str, cmd: &[&std::ffi::OsStr]| {
+        Command::new("unshare")
+            .args([ns, "sh", "-c", mount, "sh"])
+            .arg(dir)
+            .args(cmd)
+            .output()
+    };
+    let Some(ns) = ["-m", "-Urm"]
+        .into_iter()
+        .find(|ns| run(ns, &["true".as_ref()]).is_ok_and(|o| o.status.success()))
+    else {
+        println!("SKIPPED: no mount namespace for a small tmpfs (unshare -m / -Urm failed)");
+        return None;
+    };
+    Some(move |cmd: &[&std::ffi::OsStr]| run(ns, cmd).unwrap())
+}
+
 /// A swap directory whose file system fills up: the failed writes are counted with their
 /// cause (`swap_no_space_errors`), the pages stay in memory, the run says so on stderr and in
 /// the report's `warnings` (the budget could not be kept), and the program's output is the
@@ -773,48 +797,31 @@ fn a_full_swap_file_system_loses_nothing_and_is_reported() {
     ensure_preload();
     let exe = compile("noise", NOISE, &[]);
     let dir = workdir().join("full-swap-dir");
-    std::fs::create_dir_all(&dir).unwrap();
-    let mount = "mount -t tmpfs -o size=256k uzswap-test \"$1\" && shift && exec \"$@\"";
-    let in_namespace = |ns: &str, cmd: &[&std::ffi::OsStr]| {
-        Command::new("unshare")
-            .args([ns, "sh", "-c", mount, "sh"])
-            .arg(&dir)
-            .args(cmd)
-            .output()
-    };
-    let Some(ns) = ["-m", "-Urm"]
-        .into_iter()
-        .find(|ns| in_namespace(ns, &["true".as_ref()]).is_ok_and(|o| o.status.success()))
-    else {
-        println!("SKIPPED: no mount namespace for a small tmpfs (unshare -m / -Urm failed)");
+    let Some(in_namespace) = small_tmpfs_namespace(&dir) else {
         return;
     };
     let plain = Command::new(&exe).arg("24").output().unwrap();
     assert!(plain.status.success(), "{plain:?}");
     let rep = workdir().join("report-full-swap-dir.json");
-    let out = in_namespace(
-        ns,
-        &[
-            uzswap().as_ref(),
-            "run".as_ref(),
-            "--memory-max".as_ref(),
-            "8M".as_ref(),
-            "--swap-dir".as_ref(),
-            dir.as_os_str(),
-            // A pool of 2.5 MiB: the rest of the 24 MiB goes to the swap file, which holds
-            // about 60 pages before its file system is full.
-            "--max-pool-percent".as_ref(),
-            "1".as_ref(),
-            "--total-memory".as_ref(),
-            "256M".as_ref(),
-            "--report".as_ref(),
-            rep.as_os_str(),
-            "--".as_ref(),
-            exe.as_os_str(),
-            "24".as_ref(),
-        ],
-    )
-    .unwrap();
+    let out = in_namespace(&[
+        uzswap().as_ref(),
+        "run".as_ref(),
+        "--memory-max".as_ref(),
+        "8M".as_ref(),
+        "--swap-dir".as_ref(),
+        dir.as_os_str(),
+        // A pool of 2.5 MiB: the rest of the 24 MiB goes to the swap file, which holds
+        // about 60 pages before its file system is full.
+        "--max-pool-percent".as_ref(),
+        "1".as_ref(),
+        "--total-memory".as_ref(),
+        "256M".as_ref(),
+        "--report".as_ref(),
+        rep.as_os_str(),
+        "--".as_ref(),
+        exe.as_os_str(),
+        "24".as_ref(),
+    ]);
     assert_same(&plain, &out);
     let r = report(&rep);
     let c = &r["counters"];
@@ -4438,20 +4445,7 @@ int main(void) {
         &[],
     );
     let dir = workdir().join("full-swap-dir-fork");
-    std::fs::create_dir_all(&dir).unwrap();
-    let mount = "mount -t tmpfs -o size=256k uzswap-test \"$1\" && shift && exec \"$@\"";
-    let in_namespace = |ns: &str, cmd: &[&std::ffi::OsStr]| {
-        Command::new("unshare")
-            .args([ns, "sh", "-c", mount, "sh"])
-            .arg(&dir)
-            .args(cmd)
-            .output()
-    };
-    let Some(ns) = ["-m", "-Urm"]
-        .into_iter()
-        .find(|ns| in_namespace(ns, &["true".as_ref()]).is_ok_and(|o| o.status.success()))
-    else {
-        println!("SKIPPED: no mount namespace for a small tmpfs (unshare -m / -Urm failed)");
+    let Some(in_namespace) = small_tmpfs_namespace(&dir) else {
         return;
     };
     let plain = Command::new(&exe).output().unwrap();
@@ -4478,7 +4472,7 @@ int main(void) {
         exe.as_os_str(),
     ]
     .to_vec();
-    let out = in_namespace(ns, &args).unwrap();
+    let out = in_namespace(&args);
     assert_same(&plain, &out);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

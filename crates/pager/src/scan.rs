@@ -212,18 +212,8 @@ mod tests {
     fn the_pagemap_counts_the_pages_a_fork_child_still_shares() {
         const N: usize = 64;
         let len = N * crate::region::PAGE;
-        // SAFETY: a fresh private anonymous mapping, ours alone; unmapped at the end.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        // A fresh private anonymous mapping, ours alone; unmapped at the end.
+        let p = crate::sys::map_anon(len).unwrap() as *mut libc::c_void;
         // MADV_NOHUGEPAGE: a huge page mapped whole reports its sharing as a whole.
         // SAFETY: our mapping.
         unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
