@@ -219,7 +219,20 @@ fn same_output_within_env(
     }
     let out = child.wait_with_output().unwrap();
     assert_same(&plain, &out);
-    report(&rep)
+    let r = report(&rep);
+    assert_books_balance(&r);
+    r
+}
+
+/// Every process of the tree took its charge off the books as it ended: what the report says
+/// is still charged at the end is 0 (a fork child that charged pages it brought back into
+/// memory, then counted them as inherited, left 2 MB there).
+fn assert_books_balance(r: &serde_json::Value) {
+    assert_eq!(
+        r["budget"]["charged_at_exit_bytes"].as_i64(),
+        Some(0),
+        "charge left on the books at exit: {r}"
+    );
 }
 
 fn same_output_with(budget: &str, extra: &[&str], cmd: &[&str]) -> serde_json::Value {
@@ -229,6 +242,7 @@ fn same_output_with(budget: &str, extra: &[&str], cmd: &[&str]) -> serde_json::V
     let out = run_under_with(budget, extra, &rep, cmd);
     assert_same(&plain, &out);
     let r = report(&rep);
+    assert_books_balance(&r);
     for k in [
         "exit_status",
         "elapsed_s",
@@ -4479,10 +4493,7 @@ int main(void) {
         stderr.contains("could not be copied to a swap file of its own"),
         "{stderr}"
     );
-    assert!(
-        report(&rep)["counters"]["swap_no_space_errors"]
-            .as_u64()
-            .unwrap()
-            > 0
-    );
+    let r = report(&rep);
+    assert!(r["counters"]["swap_no_space_errors"].as_u64().unwrap() > 0);
+    assert_books_balance(&r);
 }

@@ -893,6 +893,11 @@ impl Pager {
     /// without retiring (killed, or an exec the wrapper did not see), whoever finds the slot
     /// takes exactly that off the total.
     fn charge(&self, n: i64) {
+        if self.retired.load(Relaxed) {
+            // The books are closed (`retire`): what the process does on its way out (its exit
+            // handlers' faults, a last unmap) is not the tree's any more.
+            return;
+        }
         self.seg.resident_pages.fetch_add(n, Relaxed);
         if let Some(p) = self.seg.procs.get(self.proc_slot.load(Relaxed)) {
             p.charged.fetch_add(n, Relaxed);
@@ -1631,6 +1636,12 @@ impl Pager {
     }
 
     fn publish_pool(&self) {
+        if self.retired.load(Relaxed) {
+            // Retired: `retire` took the pool off; the reclaim thread, still running until the
+            // process ends or execs, put it back here, and it stayed on the tree's books for
+            // good (every exiting process left its pool there).
+            return;
+        }
         let p = {
             let _no_fork = self.fork_excluded();
             self.cache_made().map_or(0, |z| {
@@ -2677,6 +2688,7 @@ impl Pager {
     /// withdraws its pages from the tree's totals (at exit or exec).
     pub fn retire(&self) {
         let _g = InPager::enter();
+        self.retired.store(true, Relaxed);
         if let Some(rec) = &self.rec {
             rec.event(crate::record::EXIT, 0, 0);
         }
@@ -2715,6 +2727,7 @@ impl Pager {
 
     /// Undoes `retire`'s withdrawal (an exec that failed).
     pub fn rejoin(&self) {
+        self.retired.store(false, Relaxed);
         self.seg.resident_pages.fetch_add(
             self.resident.load(Relaxed) - self.inherited.load(Relaxed),
             Relaxed,
@@ -2897,6 +2910,34 @@ impl Pager {
             unsafe { self.uffd().register_missing(r.start, r.pages * PAGE) }
                 .map_err(|e| format!("re-registering {:#x}: errno {e}", r.start))?;
         }
+        self.pid.store(sys::getpid(), Relaxed);
+        self.pool_published.store(0, Relaxed);
+        self.retired.store(false, Relaxed);
+        self.starved_at.store(-1, Relaxed);
+        // The child has no reclaim thread until the fork hook starts one: nothing is staged
+        // until then (a staged batch would wait for it).
+        self.reclaimer_up.store(false, Relaxed);
+        // The inherited resident pages are the parent's, shared copy-on-write: not charged
+        // again (the kernel charges a page once, to the cgroup that faulted it in).
+        // Their kept clean copies are dropped (once the swap file is the child's own): the
+        // child's write tracking starts afresh. Marked before the swap file is taken: pages it
+        // brings back into memory are the child's own, charged to it.
+        let mut inh = 0;
+        let mut kept = Vec::new();
+        let cache = self.cache_made();
+        for r in map.values() {
+            r.for_each_mapped(r.hwm.load(Relaxed), |i| {
+                let w = r.state(i);
+                let s = w.load(Relaxed);
+                if region::kind(s) == RESIDENT {
+                    if s & KEPT != 0 {
+                        kept.push(region::slot_of(s));
+                    }
+                    w.store(region::flags_only(s) & !KEPT | INHERITED, Relaxed);
+                    inh += 1;
+                }
+            });
+        }
         // The swap file is one open file shared with the parent, while the slot map, the
         // index and the pool are the child's copies: both would hand out the same blocks. The
         // child takes a file of its own with the same blocks at the same places (nothing to
@@ -2907,30 +2948,8 @@ impl Pager {
         // 6.7 MiB pool against 3.4 without the fork.) The parent waits for the copy
         // (`wait_for_fork_child`).
         self.take_own_swap_file(&map)?;
-        self.pid.store(sys::getpid(), Relaxed);
-        self.pool_published.store(0, Relaxed);
-        self.retired.store(false, Relaxed);
-        self.starved_at.store(-1, Relaxed);
-        // The child has no reclaim thread until the fork hook starts one: nothing is staged
-        // until then (a staged batch would wait for it).
-        self.reclaimer_up.store(false, Relaxed);
-        // The inherited resident pages are the parent's, shared copy-on-write: not charged
-        // again (the kernel charges a page once, to the cgroup that faulted it in).
-        // Their kept clean copies are dropped: the child's write tracking starts afresh.
-        let mut inh = 0;
-        let cache = self.cache_made();
-        for r in map.values() {
-            r.for_each_mapped(r.hwm.load(Relaxed), |i| {
-                let w = r.state(i);
-                let s = w.load(Relaxed);
-                if region::kind(s) == RESIDENT {
-                    if s & KEPT != 0 {
-                        self.forget_slot(region::slot_of(s));
-                    }
-                    w.store(region::flags_only(s) & !KEPT | INHERITED, Relaxed);
-                    inh += 1;
-                }
-            });
+        for slot in kept {
+            self.forget_slot(slot);
         }
         if self.uffd().tracking() {
             self.scanner.reopen();

@@ -690,6 +690,10 @@ fn build_report(
     covers_pool: bool,
     direct_io: bool,
 ) -> serde_json::Value {
+    // Processes of the tree that were killed (a `multiprocessing` pool terminates its workers)
+    // never took their charge off; the survivors collect them as they go, and whatever is
+    // left is collected here, the tree having ended.
+    seg.collect_dead(0);
     let mut counters = serde_json::Map::new();
     for (k, v) in seg.counters() {
         counters.insert(k, v.into());
@@ -740,6 +744,12 @@ fn build_report(
             "peak_charged_bytes": l(&seg.peak_charged_pages) * 4096,
             "peak_pool_bytes": l(&seg.peak_pool_pages) * 4096,
             "over_budget_events": l(&seg.over_budget),
+            // What the tree's books still charge once every process has ended: 0 unless a
+            // process's charge was lost (each one takes its own off as it exits, or is
+            // collected when killed).
+            "charged_at_exit_bytes": (seg.resident_pages.load(std::sync::atomic::Ordering::Relaxed)
+                + seg.pool_pages.load(std::sync::atomic::Ordering::Relaxed))
+                * 4096,
             // Without O_DIRECT the pages written to the swap files stay in their page cache,
             // which SIZE does not cover.
             "swap_files_direct_io": direct_io,
