@@ -4231,6 +4231,18 @@ int main(void) {
     assert_eq!(out.stdout, b"r\n");
 }
 
+/// What the fork-sharing tests' C programs share: their headers and `val(i)`, the compressible
+/// word each fills at byte offset `i`.
+const FORK_PRELUDE: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+static unsigned long val(size_t i) { return (i / 8) % 1000 * 7 + (i >> 14); }
+"#;
+
 /// A fork child shares its parent's compressed pool, as the kernel's fork shares swap entries:
 /// it keeps its copy of the pool (the parent's memory, copy-on-write) and takes a swap file of
 /// its own holding the same blocks, instead of storing every paged-out page again. A 48 MiB
@@ -4244,14 +4256,10 @@ fn a_fork_child_shares_the_pool_with_its_parent() {
     }
     let exe = compile(
         "forkshare",
-        r#"
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <sys/wait.h>
+        &format!(
+            "{FORK_PRELUDE}{}",
+            r#"
 #define SZ (48UL << 20)
-static unsigned long val(size_t i) { return (i / 8) % 1000 * 7 + (i >> 14); }
 int main(int argc, char **argv) {
     int forks = argc > 1 && !strcmp(argv[1], "fork");
     unsigned char *a = malloc(SZ);
@@ -4273,7 +4281,8 @@ int main(int argc, char **argv) {
     printf("%zu wrong\n", bad);
     return bad != 0;
 }
-"#,
+"#
+        ),
         &[],
     );
     let exe = exe.to_str().unwrap();
@@ -4304,15 +4313,10 @@ fn a_fork_childs_inherited_pages_are_charged_once_its_parent_lets_them_go() {
     }
     let exe = compile(
         "forkletgo",
-        r#"
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
+        &format!(
+            "{FORK_PRELUDE}{}",
+            r#"
 #define SZ (40UL << 20)
-static unsigned long val(size_t i) { return (i / 8) % 1000 * 7 + (i >> 14); }
 static long hwm_kb(void) {
     FILE *f = fopen("/proc/self/status", "r"); char l[256]; long v = -1;
     while (fgets(l, sizeof l, f)) if (!strncmp(l, "VmHWM:", 6)) v = atol(l + 6);
@@ -4342,7 +4346,8 @@ int main(void) {
     printf("parent: child %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     return st != 0;
 }
-"#,
+"#
+        ),
         &[],
     );
     let rep = workdir().join("forkletgo.json");
