@@ -345,7 +345,8 @@ pub struct Pager {
     pub pid: AtomicI32,
     /// Write tracking (`PAGEMAP_SCAN` on this address space's pagemap).
     scanner: crate::scan::Scanner,
-    /// Counters handed to the tree already (exit paths run once).
+    /// Counters handed to the tree and charges taken off (`retire`): the books are closed,
+    /// `charge` and `publish_pool` do nothing until `rejoin` (exit paths run once).
     pub retired: std::sync::atomic::AtomicBool,
     /// This process's resident count when its last sweep found nothing to evict (-1: none).
     starved_at: AtomicI64,

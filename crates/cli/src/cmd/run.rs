@@ -577,6 +577,10 @@ fn run_inner(args: Args) -> Result<i32> {
     // SAFETY: fills the struct.
     unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ruc) };
     let peak_rss = (ru.ru_maxrss.max(ruc.ru_maxrss) as u64) * 1024;
+    // Processes of the tree that were killed (a `multiprocessing` pool terminates its workers)
+    // never took their charge off; the survivors collect them as they go, and whatever is
+    // left is collected here, the tree having ended.
+    shm.seg.collect_dead(0);
     let mut report = build_report(
         shm.seg,
         exit_status,
@@ -690,10 +694,6 @@ fn build_report(
     covers_pool: bool,
     direct_io: bool,
 ) -> serde_json::Value {
-    // Processes of the tree that were killed (a `multiprocessing` pool terminates its workers)
-    // never took their charge off; the survivors collect them as they go, and whatever is
-    // left is collected here, the tree having ended.
-    seg.collect_dead(0);
     let mut counters = serde_json::Map::new();
     for (k, v) in seg.counters() {
         counters.insert(k, v.into());
@@ -747,9 +747,9 @@ fn build_report(
             // What the tree's books still charge once every process has ended: 0 unless a
             // process's charge was lost (each one takes its own off as it exits, or is
             // collected when killed).
-            "charged_at_exit_bytes": (seg.resident_pages.load(std::sync::atomic::Ordering::Relaxed)
-                + seg.pool_pages.load(std::sync::atomic::Ordering::Relaxed))
-                * 4096,
+            // (Both books, whether or not SIZE covers the pool.)
+            "charged_at_exit_bytes":
+                (seg.resident_pages.load(Relaxed) + seg.pool_pages.load(Relaxed)) * 4096,
             // Without O_DIRECT the pages written to the swap files stay in their page cache,
             // which SIZE does not cover.
             "swap_files_direct_io": direct_io,
