@@ -4301,6 +4301,57 @@ int main(int argc, char **argv) {
     );
 }
 
+/// The processes of a tree share one pool limit, as every zswap pool of a machine shares the
+/// kernel's: three fork children that each write 12 MiB under 16M (the pool counted, its limit a
+/// fifth of SIZE, 3.2 MiB) hold about that limit together, the rest going to their swap files,
+/// where each used to fill a limit of its own (9.5-9.9 MiB of pool at the peak, 3.4 now).
+#[test]
+fn a_process_trees_pools_share_one_limit() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile(
+        "treepoollimit",
+        &format!(
+            "{FORK_PRELUDE}{}",
+            r#"
+#define SZ (12UL << 20)
+int main(void) {
+    pid_t kids[3];
+    for (int k = 0; k < 3; k++) {
+        kids[k] = fork();
+        if (kids[k] == 0) {
+            unsigned char *a = malloc(SZ);
+            size_t bad = 0;
+            for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = val(i) + k;
+            for (int r = 0; r < 2; r++)
+                for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != val(i) + k;
+            _exit(bad != 0);
+        }
+    }
+    int bad = 0;
+    for (int k = 0; k < 3; k++) {
+        int st;
+        waitpid(kids[k], &st, 0);
+        bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
+    printf("%d children read something wrong\n", bad);
+    return bad != 0;
+}
+"#
+        ),
+        &[],
+    );
+    let r = same_output("16M", &[exe.to_str().unwrap()]);
+    let limit = 16.0 * 1048576.0 / 5.0;
+    let pool = r["budget"]["peak_pool_bytes"].as_u64().unwrap() as f64;
+    assert!(r["counters"]["pool_limit_hit"].as_u64().unwrap() > 0, "{r}");
+    assert!(
+        pool <= 1.5 * limit,
+        "the tree's pools peaked at {pool} bytes against a limit of {limit}: {r}"
+    );
+}
+
 /// A fork child's inherited pages are its parent's (copy-on-write), charged to the parent; once
 /// the parent lets them go (here it unmaps them), they are the child's alone and charged to it,
 /// so the child is held to the budget: it peaks at about its parent's peak, where without that

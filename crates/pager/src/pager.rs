@@ -1646,7 +1646,13 @@ impl Pager {
         let p = {
             let _no_fork = self.fork_excluded();
             self.cache_made().map_or(0, |z| {
-                (z.pool_total_pages() as i64 - self.pool_shared.load(Relaxed)).max(0)
+                let shared = self.pool_shared.load(Relaxed);
+                // One pool limit for the tree, as the kernel has one for every zswap pool of
+                // the machine: the other processes' pools count in this cache's limit check,
+                // less what this process shares of them (its own pool includes those pages).
+                let others = self.seg.pool_pages.load(Relaxed) - self.pool_published.load(Relaxed);
+                z.set_pool_pages_outside((others - shared).max(0) as u64);
+                (z.pool_total_pages() as i64 - shared).max(0)
             })
         };
         let old = self.pool_published.swap(p, Relaxed);

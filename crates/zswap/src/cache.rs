@@ -46,12 +46,17 @@ pub(crate) struct HotParams {
 }
 
 impl HotParams {
-    pub(crate) fn set(&self, p: &Params) {
+    /// `outside`: pages of pools outside the cache that share its limit
+    /// (`Zswap::set_pool_pages_outside`), taken off the limit and its thresholds here so that
+    /// a store's check stays one comparison of the cache's own pages.
+    pub(crate) fn set(&self, p: &Params, outside: u64) {
         self.enabled.store(p.enabled, Relaxed);
-        self.max_pages.store(p.max_pool_pages(), Relaxed);
-        self.accept_pages.store(p.accept_threshold_pages(), Relaxed);
+        self.max_pages
+            .store(p.max_pool_pages().saturating_sub(outside), Relaxed);
+        self.accept_pages
+            .store(p.accept_threshold_pages().saturating_sub(outside), Relaxed);
         self.proactive_start
-            .store(p.proactive_start_pages(), Relaxed);
+            .store(p.proactive_start_pages().saturating_sub(outside), Relaxed);
         self.proactive.store(p.proactive_shrink, Relaxed);
         self.reject_poor.store(p.reject_compress_poor, Relaxed);
         self.shrinker_enabled.store(p.shrinker_enabled, Relaxed);
@@ -90,6 +95,9 @@ pub(crate) struct Inner {
     pub(crate) hot: HotParams,
     pub(crate) pools: pool::Pools,
     // The rest: stores of nested cgroups, administration.
+    /// Pages of pools outside this cache that share its limit (`Zswap::set_pool_pages_outside`),
+    /// already taken off the limits in `hot`.
+    pub(crate) pages_outside: AtomicU64,
     pub(crate) cgroups: cgroup::Cgroups,
     pub(crate) params: Mutex<Params>,
     pub(crate) worker: WorkerCtl,
@@ -147,7 +155,7 @@ impl Zswap {
             zero_entries: AtomicBool::new(false),
             rotation_is_failure: AtomicBool::new(false),
         };
-        hot.set(&params);
+        hot.set(&params, 0);
         let lru_mode = params.lru;
         // Per-pool lists: a cgroup has `nodes` lists for each pool slot (see `Cgroup::lists`).
         let (lanes, lanes_per_pool) = match lru_mode {
@@ -165,6 +173,7 @@ impl Zswap {
             )?,
             params: Mutex::new(params),
             hot,
+            pages_outside: AtomicU64::new(0),
             reached_full: AtomicBool::new(false),
             limit_lowered: AtomicBool::new(false),
             areas: (0..MAX_AREAS).map(|_| OnceLock::new()).collect(),
@@ -420,7 +429,9 @@ impl Zswap {
                 pool::PoolMemory::of(&p),
             )?;
         }
-        self.inner.hot.set(&p);
+        self.inner
+            .hot
+            .set(&p, self.inner.pages_outside.load(Relaxed));
         if p.max_pool_percent != cur.max_pool_percent
             || p.total_memory_bytes != cur.total_memory_bytes
         {
@@ -577,6 +588,28 @@ impl Zswap {
     /// Pages held by all pools (`zswap_total_pages`).
     pub fn pool_total_pages(&self) -> u64 {
         self.inner.pools.total_pages()
+    }
+
+    /// Counts `pages` held by pools outside this cache against its pool limit: the kernel has
+    /// one limit for every zswap pool of the machine, so an embedder that runs one cache per
+    /// process under one limit (`uzswap run`'s process tree) tells each cache what the others
+    /// hold. The limit check of every store, the accept threshold's hysteresis and the shrink
+    /// worker's goal (`max_pool_pages`, `accept_threshold_pages`) then apply to this cache's
+    /// pages plus `pages`; the worker still writes back only this cache's own entries.
+    /// Neither `pool_total_pages` nor the counters include them. 0 (the default) for a cache
+    /// alone under its limit.
+    pub fn set_pool_pages_outside(&self, pages: u64) {
+        let i = &self.inner;
+        if i.pages_outside.load(Relaxed) == pages {
+            return;
+        }
+        let p = i.params.lock();
+        let old = i.pages_outside.swap(pages, Relaxed);
+        i.hot.set(&p, pages);
+        if pages > old {
+            // The cache's own pages may now sit above what is left of the limit.
+            i.limit_lowered.store(true, Relaxed);
+        }
     }
 
     /// The address ranges `(start, pages)` that may hold zspages of any live pool (see

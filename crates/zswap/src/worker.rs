@@ -367,6 +367,66 @@ mod tests {
         }
     }
 
+    /// Pages of pools outside the cache that share its limit count as its own: with a quarter
+    /// of the limit held outside, stores are rejected once the cache's own pool reaches the
+    /// rest, and the worker writes its own entries back until both together are at the accept
+    /// threshold (half the limit), no further. The same cache alone fills the whole limit.
+    /// Every page reads back.
+    #[test]
+    #[cfg_attr(miri, ignore = "fills a 4 MiB pool: minutes under Miri")]
+    fn pages_outside_the_cache_count_against_its_limit() {
+        let params = Params {
+            total_memory_bytes: 4 << 20,
+            proactive_shrink: false,
+            accept_threshold_percent: 50,
+            ..Params::default()
+        };
+        let (max, thr) = (params.max_pool_pages(), params.accept_threshold_pages());
+        let fill = |outside: u64| {
+            let disk = crate::MemStore::new(0, 4096).unwrap();
+            for _ in 0..4096 {
+                crate::BackingStore::alloc_slot(&disk).unwrap();
+            }
+            let z = Zswap::new(params.clone()).unwrap();
+            z.add_backing_store(Arc::new(disk)).unwrap();
+            z.hold_shrink_worker(true);
+            z.set_pool_pages_outside(outside);
+            let mut i = 0;
+            while z.store(SwapSlot::new(0, i), &page(i as u8), CgroupId::ROOT)
+                != StoreOutcome::Rejected(RejectReason::PoolLimit)
+            {
+                i += 1;
+            }
+            (z, i)
+        };
+        let (alone, _) = fill(0);
+        let chain = alone.params().chain_size as u64;
+        assert!(alone.pool_total_pages() >= max, "alone: the whole limit");
+        let outside = max / 4;
+        let (z, n) = fill(outside);
+        let own = z.pool_total_pages();
+        assert!(
+            own + outside >= max && own + outside <= max + chain,
+            "own {own} + outside {outside} against the limit {max}"
+        );
+        assert_eq!(z.counters().pool_limit_hit, 1);
+        z.hold_shrink_worker(false);
+        assert!(z.wait_shrink_idle(Duration::from_secs(60)));
+        assert!(
+            z.pool_total_pages() + outside <= thr,
+            "written back to the accept threshold, outside pages included"
+        );
+        assert!(
+            z.pool_total_pages() + outside + chain > thr,
+            "no further than the zspage that crossed it"
+        );
+        for k in 0..n {
+            let mut out = [0u8; crate::PAGE_SIZE];
+            z.load(SwapSlot::new(0, k), &mut out, false).unwrap();
+            assert_eq!(out[..], page(k as u8)[..], "page {k}");
+        }
+    }
+
     static WAKES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     fn count_wake() {
         WAKES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 //! Proptest model test: the single-threaded cache against a HashMap oracle, with writeback,
-//! the shrink worker, compressor switches and enable toggles mixed in; and the same with the
-//! cache variants (zero pages with entries, per-pool LRU lists) and their own operations.
+//! the shrink worker, compressor switches, enable toggles and other pools' pages under the
+//! same limit mixed in; and the same with the cache variants (zero pages with entries,
+//! per-pool LRU lists) and their own operations.
 
 mod common;
 
@@ -44,6 +45,10 @@ enum Op {
         alg: usize,
     },
     Enable(bool),
+    /// `Zswap::set_pool_pages_outside`: pages of other pools under the same limit.
+    Outside {
+        pages: u64,
+    },
     /// `Params::zero_page_entries` (variant test only).
     ZeroEntries(bool),
     /// `Zswap::shrink_slab` at this priority (variant test only).
@@ -62,6 +67,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Worker),
         1 => (0..5usize).prop_map(|alg| Op::Switch { alg }),
         1 => any::<bool>().prop_map(Op::Enable),
+        1 => prop_oneof![Just(0u64), 0..30u64].prop_map(|pages| Op::Outside { pages }),
     ]
 }
 
@@ -155,6 +161,7 @@ fn run_model(params: Params, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     ..z.params()
                 })
                 .unwrap(),
+            Op::Outside { pages } => z.set_pool_pages_outside(pages),
             Op::ZeroEntries(on) => z
                 .set_params(Params {
                     zero_page_entries: on,
