@@ -4343,7 +4343,10 @@ int main(void) {
         &[],
     );
     let r = same_output("16M", &[exe.to_str().unwrap()]);
-    let limit = 16.0 * 1048576.0 / 5.0;
+    // A fifth of SIZE, in whole pages (`max_pool_pages`: 4096 pages * 20 / 100).
+    let limit = r["budget"]["pool_limit_bytes"].as_u64().unwrap();
+    assert_eq!(limit, 819 * 4096, "{r}");
+    let limit = limit as f64;
     let pool = r["budget"]["peak_pool_bytes"].as_u64().unwrap() as f64;
     assert!(r["counters"]["pool_limit_hit"].as_u64().unwrap() > 0, "{r}");
     assert!(

@@ -137,6 +137,42 @@ pub enum Victim {
     Fifo,
 }
 
+/// The cache parameters of every process of a tree run under SIZE `budget_bytes` (0: none),
+/// given the cache options `uzswap run` passes (`UZSWAP_PARAMS`, `name=value,...`): also what
+/// `uzswap run` reports the tree's pool limit from.
+pub fn cache_params(budget_bytes: u64, covers_pool: bool, pairs: Option<&str>) -> Params {
+    // When SIZE covers the pool, SIZE is this tree's whole memory and the pool limit is a
+    // share of it; with a budget on resident pages alone (cgroup v1 does not charge the
+    // kernel's zswap pool) the pool is limited by the machine's memory, as there. One
+    // NUMA node: the pager's cache is per process (and not reading /sys saves every
+    // process's start some tens of microseconds).
+    let total = if budget_bytes > 0 && covers_pool {
+        budget_bytes
+    } else {
+        uzswap_zswap::mem_total_bytes().unwrap_or(1 << 30)
+    };
+    let base = Params::for_machine(total, 1);
+    let mut params = Params {
+        // Every process of the tree has a cache, and most pools stay empty or small: 4 KiB
+        // pages until a pool grows, not 2 MiB at once.
+        huge_first_chunk: false,
+        // With SIZE covering the pool, only its pages are charged: chunks faulted in ahead
+        // of it would be up to 4 MiB of RSS beyond SIZE (docs/pager.md, "What the fixed
+        // overhead leaves out"). The storing thread, mostly the reclaim thread, faults
+        // them in itself instead.
+        pool_prefault_chunks: if covers_pool {
+            0
+        } else {
+            base.pool_prefault_chunks
+        },
+        ..base
+    };
+    if let Some(p) = pairs {
+        apply_params(&mut params, p);
+    }
+    params
+}
+
 impl Config {
     pub fn from_env() -> Config {
         let get = |k: &str| std::env::var(k).ok();
@@ -144,35 +180,7 @@ impl Config {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0);
         let covers_pool = get("UZSWAP_BUDGET_COVERS").as_deref() != Some("resident");
-        // When SIZE covers the pool, SIZE is this tree's whole memory and the pool limit is a
-        // share of it; with a budget on resident pages alone (cgroup v1 does not charge the
-        // kernel's zswap pool) the pool is limited by the machine's memory, as there. One
-        // NUMA node: the pager's cache is per process (and not reading /sys saves every
-        // process's start some tens of microseconds).
-        let total = if budget_bytes > 0 && covers_pool {
-            budget_bytes
-        } else {
-            uzswap_zswap::mem_total_bytes().unwrap_or(1 << 30)
-        };
-        let base = Params::for_machine(total, 1);
-        let mut params = Params {
-            // Every process of the tree has a cache, and most pools stay empty or small: 4 KiB
-            // pages until a pool grows, not 2 MiB at once.
-            huge_first_chunk: false,
-            // With SIZE covering the pool, only its pages are charged: chunks faulted in ahead
-            // of it would be up to 4 MiB of RSS beyond SIZE (docs/pager.md, "What the fixed
-            // overhead leaves out"). The storing thread, mostly the reclaim thread, faults
-            // them in itself instead.
-            pool_prefault_chunks: if covers_pool {
-                0
-            } else {
-                base.pool_prefault_chunks
-            },
-            ..base
-        };
-        if let Some(p) = get("UZSWAP_PARAMS") {
-            apply_params(&mut params, &p);
-        }
+        let params = cache_params(budget_bytes, covers_pool, get("UZSWAP_PARAMS").as_deref());
         Config {
             budget_bytes,
             covers_pool,

@@ -479,7 +479,7 @@ fn run_inner(args: Args) -> Result<i32> {
             format!("/proc/{}/fd/{fd}", std::process::id()),
         )
         .env("UZSWAP_MEMORY_MAX", args.memory_max.to_string())
-        .env("UZSWAP_PARAMS", params_env)
+        .env("UZSWAP_PARAMS", &params_env)
         .env(
             "UZSWAP_BUDGET_COVERS",
             if covers_pool { "pool" } else { "resident" },
@@ -592,6 +592,10 @@ fn run_inner(args: Args) -> Result<i32> {
         args.direct_io,
     );
     report["swap_dir"] = swap_dir.display().to_string().into();
+    // The limit every process's pool counts the whole tree's pools against.
+    let limit = uzswap_pager::pager::cache_params(args.memory_max, covers_pool, Some(&params_env))
+        .max_pool_pages();
+    report["budget"]["pool_limit_bytes"] = (limit * 4096).into();
     let warned = warnings(&report);
     for w in &warned {
         eprintln!("uzswap run: warning: {w}");
@@ -857,6 +861,7 @@ fn summary(r: &serde_json::Value) -> String {
          faults {} (pool {}, swap file {}, zero {}), p50 {:.1} us, p99 {:.1} us \
          (with the direct reclaim they caused: {:.1} us, {:.1} us)\n\
          zswpout {}, zswpin {}, zswpwb {}, pswpout {}, pswpin {}, evictions {} ({} in the background)\n\
+         compressed pool: peak {:.1} MiB, the tree's limit {:.1} MiB, limit hit {}\n\
          re-evictions {}, of which reused a kept clean copy {} ({:.0} %)\n\
          process tree: CPU {:.2} s user, {:.2} s system; {} minor and {} major page faults\n",
         r["exit_status"],
@@ -879,6 +884,9 @@ fn summary(r: &serde_json::Value) -> String {
         g(&c["pswpin"]),
         g(&r["pager"]["evictions"]),
         g(&r["pager"]["evictions_background"]),
+        g(&r["budget"]["peak_pool_bytes"]) as f64 / 1048576.0,
+        g(&r["budget"]["pool_limit_bytes"]) as f64 / 1048576.0,
+        g(&c["pool_limit_hit"]),
         g(&r["pager"]["reevictions"]),
         g(&r["pager"]["reevictions_saved"]),
         r["pager_reevictions_saved"].as_f64().unwrap_or(0.0) * 100.0,
