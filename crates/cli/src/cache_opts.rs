@@ -20,7 +20,8 @@ pub struct CacheOptions {
     /// How zsmalloc picks pages per zspage: min-waste (the kernel's) or used-percent (seed 004).
     #[arg(long, value_name = "RULE", value_parser = ["min-waste", "used-percent"])]
     pub chain_rule: Option<String>,
-    /// Pool limit, percent of RAM (default 20).
+    /// Pool limit, percent of RAM (default 20); under `uzswap run`, one limit for the whole
+    /// process tree's pools.
     #[arg(long, value_name = "PCT")]
     pub max_pool_percent: Option<u32>,
     /// After hitting the limit, accept stores again below this percent of it (default 90).
