@@ -954,6 +954,9 @@ impl Pager {
                             // overhead (docs/pager.md "The budget across the process tree").
                             z.set_pool_cache_pages(POOL_CACHE_PAGES);
                         }
+                        // The tree's pools share one limit: from the first store on (see
+                        // `publish_pool`).
+                        z.set_pool_pages_outside(self.seg.pool_pages.load(Relaxed).max(0) as u64);
                         Some(z)
                     }
                     Err(e) => {
