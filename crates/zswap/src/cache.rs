@@ -95,12 +95,12 @@ pub(crate) struct Inner {
     pub(crate) hot: HotParams,
     pub(crate) pools: pool::Pools,
     // The rest: stores of nested cgroups, administration.
-    /// Pages of pools outside this cache that share its limit (`Zswap::set_pool_pages_outside`),
-    /// already taken off the limits in `hot`.
-    pub(crate) pages_outside: AtomicU64,
     pub(crate) cgroups: cgroup::Cgroups,
     pub(crate) params: Mutex<Params>,
     pub(crate) worker: WorkerCtl,
+    /// Pages of pools outside this cache that share its limit (`Zswap::set_pool_pages_outside`),
+    /// already taken off the limits in `hot`: read by no store, so last.
+    pub(crate) pages_outside: AtomicU64,
 }
 
 // Everything up to the pool table's head (in field order) lies in the first two lines.
