@@ -797,6 +797,26 @@ fn small_tmpfs_namespace(dir: &Path) -> Option<impl Fn(&[&std::ffi::OsStr]) -> O
     Some(move |cmd: &[&std::ffi::OsStr]| run(ns, cmd).unwrap())
 }
 
+/// The arguments of `uzswap run --memory-max 8M` with its swap files in `dir`, a pool of
+/// 2.5 MiB (1 % of a 256 MiB machine, so that most of what is paged out goes to the swap
+/// files), `extra` flags and its report in `rep`, running `cmd`: for `small_tmpfs_namespace`'s
+/// runner.
+fn small_pool_run<'a>(
+    dir: &'a Path,
+    extra: &'a [&'a str],
+    rep: &'a Path,
+    cmd: &[&'a std::ffi::OsStr],
+) -> Vec<&'a std::ffi::OsStr> {
+    let mut args: Vec<&std::ffi::OsStr> = vec![uzswap().as_ref(), "run".as_ref()];
+    args.extend(["--memory-max", "8M"].map(std::ffi::OsStr::new));
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    args.extend(["--swap-dir".as_ref(), dir.as_os_str()]);
+    args.extend(["--max-pool-percent", "1", "--total-memory", "256M"].map(std::ffi::OsStr::new));
+    args.extend(["--report".as_ref(), rep.as_os_str(), "--".as_ref()]);
+    args.extend_from_slice(cmd);
+    args
+}
+
 /// A swap directory whose file system fills up: the failed writes are counted with their
 /// cause (`swap_no_space_errors`), the pages stay in memory, the run says so on stderr and in
 /// the report's `warnings` (the budget could not be kept), and the program's output is the
@@ -817,25 +837,14 @@ fn a_full_swap_file_system_loses_nothing_and_is_reported() {
     let plain = Command::new(&exe).arg("24").output().unwrap();
     assert!(plain.status.success(), "{plain:?}");
     let rep = workdir().join("report-full-swap-dir.json");
-    let out = in_namespace(&[
-        uzswap().as_ref(),
-        "run".as_ref(),
-        "--memory-max".as_ref(),
-        "8M".as_ref(),
-        "--swap-dir".as_ref(),
-        dir.as_os_str(),
-        // A pool of 2.5 MiB: the rest of the 24 MiB goes to the swap file, which holds
-        // about 60 pages before its file system is full.
-        "--max-pool-percent".as_ref(),
-        "1".as_ref(),
-        "--total-memory".as_ref(),
-        "256M".as_ref(),
-        "--report".as_ref(),
-        rep.as_os_str(),
-        "--".as_ref(),
-        exe.as_os_str(),
-        "24".as_ref(),
-    ]);
+    // The rest of the 24 MiB beyond the small pool goes to the swap file, which holds about
+    // 60 pages before its file system is full.
+    let out = in_namespace(&small_pool_run(
+        &dir,
+        &[],
+        &rep,
+        &[exe.as_os_str(), "24".as_ref()],
+    ));
     assert_same(&plain, &out);
     let r = report(&rep);
     let c = &r["counters"];
@@ -4524,27 +4533,14 @@ int main(void) {
     let plain = Command::new(&exe).output().unwrap();
     assert!(plain.status.success(), "{plain:?}");
     let rep = workdir().join("report-full-swap-dir-fork.json");
-    let args: Vec<&std::ffi::OsStr> = [
-        uzswap().as_ref(),
-        "run".as_ref(),
-        "--memory-max".as_ref(),
-        "8M".as_ref(),
-        "--budget-covers".as_ref(),
-        "resident".as_ref(),
-        "--swap-dir".as_ref(),
-        dir.as_os_str(),
-        // A pool of 2.5 MiB: the rest goes to the swap file, whose file system is full at the
-        // fork (about 60 pages fit), so the child's copy of it fails.
-        "--max-pool-percent".as_ref(),
-        "1".as_ref(),
-        "--total-memory".as_ref(),
-        "256M".as_ref(),
-        "--report".as_ref(),
-        rep.as_os_str(),
-        "--".as_ref(),
-        exe.as_os_str(),
-    ]
-    .to_vec();
+    // Beyond the small pool, pages go to the swap file, whose file system is full at the fork
+    // (about 60 pages fit), so the child's copy of it fails.
+    let args = small_pool_run(
+        &dir,
+        &["--budget-covers", "resident"],
+        &rep,
+        &[exe.as_os_str()],
+    );
     let out = in_namespace(&args);
     assert_same(&plain, &out);
     let stderr = String::from_utf8_lossy(&out.stderr);
