@@ -34,7 +34,18 @@ pub struct ProcSlot {
     pub pid: std::sync::atomic::AtomicI32,
     pub charged: AtomicI64,
     pub pool: AtomicI64,
+    /// When the process last faulted (`sys::now_ns`, refreshed at most every `ACTIVE_STAMP_NS`):
+    /// how long it has been idle, for "idle processes give first".
+    pub active_ns: AtomicU64,
+    /// Pages other processes asked this one to evict for them (its reclaim thread takes them).
+    pub asked: AtomicU64,
+    /// Not to be asked again before this time: its last donation found too little to evict.
+    pub no_donor_until: AtomicU64,
 }
+
+/// A process's `active_ns` is rewritten at most this often (a store to a line other processes
+/// read, kept off most faults).
+pub const ACTIVE_STAMP_NS: u64 = 1_000_000;
 
 pub const PROC_SLOTS: usize = 1024;
 
@@ -69,6 +80,16 @@ pub struct Segment {
     pub evictions: AtomicU64,
     /// Of `evictions`, those of background reclaim (staged batches the reclaim threads stored).
     pub bg_evictions: AtomicU64,
+    /// Of `evictions`, those an idle process made because a busier one asked it to.
+    pub donated: AtomicU64,
+    /// While `sys::now_ns` is below this, an idle process is evicting for the others (they
+    /// leave their own pages alone up to a small overshoot, `Pager::over_budget_own`).
+    pub donation_deadline_ns: AtomicU64,
+    /// One past the highest process slot ever claimed (the slot scans stop there).
+    pub slots_used: AtomicU64,
+    /// Bumped (and futex-woken) by a donating process after each batch it evicted, for the
+    /// processes waiting on the donation.
+    pub donation_progress: AtomicU32,
     pub evict_busy: AtomicU64,
     /// Staged pages a fault took back before the reclaim thread stored them.
     pub staged_faulted_back: AtomicU64,
@@ -126,6 +147,37 @@ pub struct Segment {
 }
 
 pub const SEGMENT_BYTES: usize = std::mem::size_of::<Segment>().div_ceil(4096) * 4096;
+
+/// Wakes every waiter on `word`, a word of the shared mapping (non-private: other processes).
+fn futex_wake(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a word we hold a reference to; no memory is written.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word as *const AtomicU32,
+            libc::FUTEX_WAKE,
+            i32::MAX,
+        );
+    }
+}
+
+/// Waits up to `ns` while `word` (of the shared mapping) holds `seen`.
+fn futex_wait(word: &AtomicU32, seen: u32, ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as i64,
+        tv_nsec: (ns % 1_000_000_000) as i64,
+    };
+    // SAFETY: FUTEX_WAIT on a word we hold a reference to, with a timeout we own.
+    unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word as *const AtomicU32,
+            libc::FUTEX_WAIT,
+            seen,
+            &ts as *const libc::timespec,
+        );
+    }
+}
 
 #[inline]
 pub fn bucket_of(ns: u64) -> usize {
@@ -196,41 +248,68 @@ impl Segment {
     /// Asks every process of the tree to reclaim (a shared futex word in the memfd).
     pub fn request_reclaim(&self) {
         self.reclaim_req.fetch_add(1, Relaxed);
-        // SAFETY: FUTEX_WAKE on a word of the shared mapping (non-private: other processes).
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                &self.reclaim_req as *const AtomicU32,
-                libc::FUTEX_WAKE,
-                i32::MAX,
-            );
-        }
+        futex_wake(&self.reclaim_req);
     }
 
     /// Waits up to `ms` for a reclaim request after `seen`.
     pub fn wait_reclaim(&self, seen: u32, ms: u64) {
-        let ts = libc::timespec {
-            tv_sec: (ms / 1000) as i64,
-            tv_nsec: ((ms % 1000) * 1_000_000) as i64,
-        };
-        // SAFETY: FUTEX_WAIT on a word of the shared mapping with a timeout.
-        unsafe {
-            libc::syscall(
-                libc::SYS_futex,
-                &self.reclaim_req as *const AtomicU32,
-                libc::FUTEX_WAIT,
-                seen,
-                &ts as *const libc::timespec,
-            );
-        }
+        futex_wait(&self.reclaim_req, seen, ms * 1_000_000);
+    }
+
+    /// A donating process evicted a batch: wakes the processes waiting for it.
+    pub fn donation_step(&self) {
+        self.donation_progress.fetch_add(1, Relaxed);
+        futex_wake(&self.donation_progress);
+    }
+
+    /// Waits up to `ns` for a donation's next batch after `seen`.
+    pub fn wait_donation(&self, seen: u32, ns: u64) {
+        futex_wait(&self.donation_progress, seen, ns);
     }
 
     /// Claims a process slot for `pid` (None when all are taken: the process is then not
     /// collected if it dies unretired).
     pub fn claim_slot(&self, pid: i32) -> Option<usize> {
-        self.procs
+        let i = self
+            .procs
             .iter()
-            .position(|p| p.pid.compare_exchange(0, pid, Relaxed, Relaxed).is_ok())
+            .position(|p| p.pid.compare_exchange(0, pid, Relaxed, Relaxed).is_ok())?;
+        let p = &self.procs[i];
+        p.asked.store(0, Relaxed);
+        p.no_donor_until.store(0, Relaxed);
+        p.active_ns.store(crate::sys::now_ns(), Relaxed);
+        self.slots_used.fetch_max(i as u64 + 1, Relaxed);
+        Some(i)
+    }
+
+    /// The slots that may be in use.
+    fn live_slots(&self) -> &[ProcSlot] {
+        let n = (self.slots_used.load(Relaxed) as usize).min(PROC_SLOTS);
+        &self.procs[..n]
+    }
+
+    /// The process of the tree idle longest (no fault for at least `idle_ns`) that holds at
+    /// least `min_pages` charged pages and may be asked, other than slot `me`.
+    pub fn idle_donor(
+        &self,
+        me: usize,
+        now: u64,
+        idle_ns: u64,
+        min_pages: i64,
+    ) -> Option<&ProcSlot> {
+        self.live_slots()
+            .iter()
+            .enumerate()
+            .filter(|&(i, p)| {
+                i != me
+                    && p.pid.load(Relaxed) != 0
+                    && p.charged.load(Relaxed) >= min_pages
+                    && now >= p.no_donor_until.load(Relaxed)
+            })
+            .map(|(_, p)| (now.saturating_sub(p.active_ns.load(Relaxed)), p))
+            .filter(|&(idle, _)| idle >= idle_ns)
+            .max_by_key(|&(idle, _)| idle)
+            .map(|(_, p)| p)
     }
 
     /// Takes this pid's earlier images off the totals (their last published charge): a slot
@@ -239,7 +318,7 @@ impl Segment {
     /// `__execve`, which the preload library can't wrap). Returns how many there were.
     pub fn retire_stale(&self, pid: i32) -> u64 {
         let mut n = 0;
-        for p in &self.procs {
+        for p in self.live_slots() {
             if p.pid.load(Relaxed) == pid && self.take_off(p, pid) {
                 n += 1;
             }
@@ -252,7 +331,7 @@ impl Segment {
 
     /// Takes processes that died without retiring off the totals (the charge in their slot).
     pub fn collect_dead(&self, me: i32) {
-        for p in &self.procs {
+        for p in self.live_slots() {
             let pid = p.pid.load(Relaxed);
             if pid == 0 || pid == me {
                 continue;

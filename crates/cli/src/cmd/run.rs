@@ -56,6 +56,12 @@ pub struct Args {
     /// under a cgroup v1 limit (off).
     #[arg(long, value_enum, default_value_t = OnOff::On)]
     pub background_reclaim: OnOff,
+    /// Idle processes give first: a process of the tree over SIZE asks the process that has
+    /// not faulted for longest, if at least MS milliseconds, to evict for it before it evicts
+    /// its own pages, as a memory cgroup reclaims from its one LRU whichever process maps the
+    /// pages (0 = off: each process reclaims from its own memory first).
+    #[arg(long, value_name = "MS", default_value_t = uzswap_pager::pager::IDLE_FIRST_MS)]
+    pub idle_first: u64,
     /// Show SIZE to the program as its memory cgroup's limit (on, the default): reading
     /// `memory.max` or `memory.limit_in_bytes` (and the usage and peak files) of its own cgroup
     /// gives the budget's values, as inside a cgroup with that limit, so that runtimes which
@@ -493,6 +499,7 @@ fn run_inner(args: Args) -> Result<i32> {
             },
         )
         .env("UZSWAP_READAHEAD", args.readahead.to_string())
+        .env("UZSWAP_IDLE_FIRST_MS", args.idle_first.to_string())
         .env(
             "UZSWAP_BG_RECLAIM",
             if args.background_reclaim == OnOff::On {
@@ -761,6 +768,7 @@ fn build_report(
         "pager": {
             "evictions": l(&seg.evictions),
             "evictions_background": l(&seg.bg_evictions),
+            "evictions_for_others": l(&seg.donated),
             "evictions_skipped_busy": l(&seg.evict_busy),
             "staged_faulted_back": l(&seg.staged_faulted_back),
             "moves_misreported_by_kernel": l(&seg.move_misreported),
