@@ -4624,3 +4624,77 @@ int main(void) {
         ev(&on, "evictions")
     );
 }
+
+/// One LRU for the tree's pools, as the kernel's one global LRU and shrink worker serve every
+/// zswap pool: a process that filled 12 MiB under 8M (its pool at the tree's limit, 1.6 MiB)
+/// and waits, beside one that walks 10 MiB four times. The busy process's stores find the
+/// limit taken by the idle one's older entries: with `--pool-lru tree` those are written back
+/// and the busy one's entries stay in the pool (3-5x the faults served from it); with
+/// `--pool-lru process` its own worker writes back its own entries, which it then reads from
+/// its swap file.
+#[test]
+fn the_trees_oldest_pool_entries_are_written_back_first() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile(
+        "poollru",
+        &format!(
+            "{FORK_PRELUDE}{}",
+            r#"
+#define IDLE (12UL << 20)
+#define BUSY (10UL << 20)
+int main(void) {
+    int go[2];
+    if (pipe(go)) return 2;
+    pid_t idle = fork();
+    if (idle == 0) {
+        unsigned char *a = malloc(IDLE);
+        size_t bad = 0;
+        char c;
+        for (size_t i = 0; i < IDLE; i += 8) *(unsigned long *)(a + i) = val(i) + 1;
+        close(go[1]);
+        if (read(go[0], &c, 1) != 1) _exit(3);
+        for (size_t i = 0; i < IDLE; i += 8) bad += *(unsigned long *)(a + i) != val(i) + 1;
+        _exit(bad != 0);
+    }
+    close(go[0]);
+    usleep(800000);
+    pid_t busy = fork();
+    if (busy == 0) {
+        unsigned char *a = malloc(BUSY);
+        size_t bad = 0;
+        for (size_t i = 0; i < BUSY; i += 8) *(unsigned long *)(a + i) = val(i) + 2;
+        for (int r = 0; r < 4; r++)
+            for (size_t i = 0; i < BUSY; i += 8) bad += *(unsigned long *)(a + i) != val(i) + 2;
+        _exit(bad != 0);
+    }
+    int st, bad = 0;
+    waitpid(busy, &st, 0);
+    bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    if (write(go[1], "x", 1) != 1) return 2;
+    waitpid(idle, &st, 0);
+    bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    printf("%d children read something wrong\n", bad);
+    return bad != 0;
+}
+"#
+        ),
+        &[],
+    );
+    let tree = same_output("8M", &[exe.to_str().unwrap()]);
+    let own = same_output_with("8M", &["--pool-lru", "process"], &[exe.to_str().unwrap()]);
+    let f = |r: &serde_json::Value, k: &str| r["faults"][k].as_u64().unwrap();
+    let handoffs = |r: &serde_json::Value| r["pager"]["pool_writeback_handoffs"].as_u64().unwrap();
+    assert!(handoffs(&tree) > 0, "{tree}");
+    assert_eq!(handoffs(&own), 0, "{own}");
+    assert!(
+        f(&tree, "from_pool") > 2 * f(&own, "from_pool")
+            && f(&tree, "from_swapfile") < f(&own, "from_swapfile"),
+        "faults from the pool / the swap file: {} / {} with one LRU, {} / {} each its own",
+        f(&tree, "from_pool"),
+        f(&tree, "from_swapfile"),
+        f(&own, "from_pool"),
+        f(&own, "from_swapfile")
+    );
+}

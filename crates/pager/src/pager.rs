@@ -56,7 +56,7 @@ use crate::region::{
     self, Region, ABSENT, ACTIVE, BUSY, EVICTED, INHERITED, KEPT, PAGE, PIN_MAX, PIN_ONE, REF,
     RESIDENT, STAGED, SWPIN,
 };
-use crate::shared::Segment;
+use crate::shared::{Segment, NO_ENTRY};
 use crate::sys::{self, InPager};
 use crate::uffd::{Uffd, UffdError};
 
@@ -117,6 +117,10 @@ pub struct Config {
     pub bg_headroom: usize,
     /// Swap files with O_DIRECT (`--direct-io`): written-back pages hold no page cache.
     pub direct_io: bool,
+    /// One LRU order for the tree's pools (`--pool-lru tree`, the default): the shrink worker
+    /// of the process holding the oldest entries writes back; false (`process`): each
+    /// process's worker writes back its own entries.
+    pub tree_pool_lru: bool,
     /// Idle processes give first (`--idle-first MS`): a process of the tree that has not
     /// faulted for this long evicts for a busier one over the budget; 0 = off (each process
     /// reclaims from its own memory first).
@@ -226,6 +230,7 @@ impl Config {
                 bg_headroom(budget_bytes)
             },
             direct_io: get("UZSWAP_DIRECT_IO").as_deref() == Some("1"),
+            tree_pool_lru: get("UZSWAP_POOL_LRU").as_deref() != Some("process"),
             idle_first_ns: get("UZSWAP_IDLE_FIRST_MS")
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(IDLE_FIRST_MS)
@@ -243,6 +248,22 @@ impl Config {
 /// and this process's starts the worker.
 fn wake_reclaim_thread() {
     if let Some(p) = crate::pager() {
+        p.seg.request_reclaim();
+    }
+}
+
+/// The cache's call when its shrink worker stopped because another process of the tree holds
+/// older entries: the reclaim threads wake, and the one of the process holding the oldest
+/// starts its worker (`Pager::shrink_tree_pool`).
+fn pool_handoff() {
+    if let Some(p) = crate::pager() {
+        p.seg.pool_handoffs.fetch_add(1, Relaxed);
+        // What the others decide on must be this process's oldest entry as of now.
+        if let (Some(z), Some(s)) = (p.cache_made(), p.seg.procs.get(p.proc_slot.load(Relaxed))) {
+            s.lru_oldest
+                .store(z.lru_oldest().map_or(NO_ENTRY, u64::from), Relaxed);
+        }
+        p.seg.pool_shrink_wanted.store(1, Relaxed);
         p.seg.request_reclaim();
     }
 }
@@ -960,9 +981,13 @@ impl Pager {
                 // Most processes of a tree never fill their pool: their shrink worker's
                 // thread starts only once a store queues work for it (the reclaim thread
                 // starts it).
-                match Zswap::with_shrink_worker_on_demand(
+                // One LRU order for the tree's caches (`for_process_tree`): the shrink worker
+                // of the process holding the oldest entries writes back (`shrink_tree_pool`).
+                match Zswap::for_process_tree(
                     self.cache_params.clone(),
                     wake_reclaim_thread,
+                    &self.seg.lru_clock,
+                    pool_handoff,
                 ) {
                     Ok(z) => {
                         if self.cfg.covers_pool {
@@ -1662,6 +1687,7 @@ impl Pager {
         if let Some(p) = self.seg.procs.get(i) {
             p.charged.store(0, Relaxed);
             p.pool.store(0, Relaxed);
+            p.lru_oldest.store(NO_ENTRY, Relaxed);
             p.pid.store(0, Relaxed);
         }
     }
@@ -1682,6 +1708,15 @@ impl Pager {
                 // less what this process shares of them (its own pool includes those pages).
                 let others = self.seg.pool_pages.load(Relaxed) - self.pool_published.load(Relaxed);
                 z.set_pool_pages_outside((others - shared).max(0) as u64);
+                // And one LRU order: where the tree's oldest entries are.
+                if self.cfg.tree_pool_lru {
+                    let me = self.proc_slot.load(Relaxed);
+                    if let Some(s) = self.seg.procs.get(me) {
+                        s.lru_oldest
+                            .store(z.lru_oldest().map_or(NO_ENTRY, u64::from), Relaxed);
+                    }
+                    z.set_outside_lru_oldest(self.seg.lru_oldest_but(me));
+                }
                 (z.pool_total_pages() as i64 - shared).max(0)
             })
         };
@@ -2040,6 +2075,7 @@ impl Pager {
                     self.publish_charge();
                     self.seg.collect_dead(me);
                     self.donate();
+                    self.shrink_tree_pool();
                     self.store_staged();
                     self.evict_until_within_budget();
                     self.shrink_pool();
@@ -2048,6 +2084,38 @@ impl Pager {
                     self.seg.note_peak();
                 }
             });
+    }
+
+    /// One LRU for the tree's pools: after a shrink worker stopped because another process
+    /// holds older entries (`pool_handoff`), and while the tree's pool is above its accept
+    /// threshold, the process holding the oldest entries starts its worker, which writes back
+    /// from its oldest down to the threshold, as the kernel's one shrink worker walks one
+    /// global LRU for every pool (here one process's part of it per run).
+    fn shrink_tree_pool(&self) {
+        if self.seg.pool_shrink_wanted.load(Relaxed) == 0 {
+            return;
+        }
+        let _map = self.regions.read_recursive();
+        let Some(z) = self.cache_made() else {
+            return;
+        };
+        if !z.pool_above_accept_threshold() {
+            self.seg.pool_shrink_wanted.store(0, Relaxed);
+            return;
+        }
+        let now = self.seg.lru_clock.load(Relaxed);
+        let age = |s: u32| now.wrapping_sub(s);
+        let oldest_here = match (
+            z.lru_oldest(),
+            self.seg.lru_oldest_but(self.proc_slot.load(Relaxed)),
+        ) {
+            (Some(own), Some(other)) => age(own) >= age(other),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if oldest_here {
+            z.kick_shrink_worker();
+        }
     }
 
     /// The cache's shrink worker, on demand: its thread starts once a store queued work for

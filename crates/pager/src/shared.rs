@@ -41,7 +41,13 @@ pub struct ProcSlot {
     pub asked: AtomicU64,
     /// Not to be asked again before this time: its last donation found too little to evict.
     pub no_donor_until: AtomicU64,
+    /// The sequence number of its cache's oldest entry on the tree's LRU clock (`lru_clock`),
+    /// `NO_ENTRY` if none, as of its last publication.
+    pub lru_oldest: AtomicU64,
 }
+
+/// `ProcSlot::lru_oldest` of a process whose pool holds no entry.
+pub const NO_ENTRY: u64 = u64::MAX;
 
 /// A process's `active_ns` is rewritten at most this often (a store to a line other processes
 /// read, kept off most faults).
@@ -90,6 +96,15 @@ pub struct Segment {
     /// Bumped (and futex-woken) by a donating process after each batch it evicted, for the
     /// processes waiting on the donation.
     pub donation_progress: AtomicU32,
+    /// The sequence every process's cache numbers its LRU entries from, so that the tree's
+    /// caches hold them in one order, as the kernel's one global LRU does.
+    pub lru_clock: AtomicU32,
+    /// Set when a process's shrink worker found older entries in another process's pool and
+    /// stopped: the processes' reclaim threads then start the worker of the process holding
+    /// the oldest entries, until the tree's pool is below its accept threshold.
+    pub pool_shrink_wanted: AtomicU64,
+    /// How often that happened.
+    pub pool_handoffs: AtomicU64,
     pub evict_busy: AtomicU64,
     /// Staged pages a fault took back before the reclaim thread stored them.
     pub staged_faulted_back: AtomicU64,
@@ -277,6 +292,7 @@ impl Segment {
         let p = &self.procs[i];
         p.asked.store(0, Relaxed);
         p.no_donor_until.store(0, Relaxed);
+        p.lru_oldest.store(NO_ENTRY, Relaxed);
         p.active_ns.store(crate::sys::now_ns(), Relaxed);
         self.slots_used.fetch_max(i as u64 + 1, Relaxed);
         Some(i)
@@ -286,6 +302,20 @@ impl Segment {
     fn live_slots(&self) -> &[ProcSlot] {
         let n = (self.slots_used.load(Relaxed) as usize).min(PROC_SLOTS);
         &self.procs[..n]
+    }
+
+    /// The oldest of the published oldest LRU entries of the processes other than slot `me`
+    /// (`None`: they hold none), by age on the tree's clock.
+    pub fn lru_oldest_but(&self, me: usize) -> Option<u32> {
+        let now = self.lru_clock.load(Relaxed);
+        self.live_slots()
+            .iter()
+            .enumerate()
+            .filter(|&(i, p)| i != me && p.pid.load(Relaxed) != 0)
+            .map(|(_, p)| p.lru_oldest.load(Relaxed))
+            .filter(|&o| o != NO_ENTRY)
+            .map(|o| o as u32)
+            .max_by_key(|&o| now.wrapping_sub(o))
     }
 
     /// The process of the tree idle longest (no fault for at least `idle_ns`) that holds at
@@ -353,6 +383,7 @@ impl Segment {
         self.resident_pages
             .fetch_sub(p.charged.swap(0, Relaxed), Relaxed);
         self.pool_pages.fetch_sub(p.pool.swap(0, Relaxed), Relaxed);
+        p.lru_oldest.store(NO_ENTRY, Relaxed);
         self.processes.fetch_sub(1, Relaxed);
         true
     }

@@ -2,7 +2,7 @@
 //! The cache object: [`Zswap`], its public API, and the state every path shares (`Inner`:
 //! hot parameters, pools, swap areas, cgroups, counters, the worker's control block).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -101,10 +101,17 @@ pub(crate) struct Inner {
     /// Pages of pools outside this cache that share its limit (`Zswap::set_pool_pages_outside`),
     /// already taken off the limits in `hot`: read by no store, so last.
     pub(crate) pages_outside: AtomicU64,
+    /// The sequence number (on the shared LRU clock) of the oldest entry the caches outside
+    /// this one hold (`Zswap::set_outside_lru_oldest`), `NO_OUTSIDE_ENTRY` if none: the shrink
+    /// worker leaves the writeback to them while theirs is older than this cache's oldest.
+    pub(crate) outside_oldest: AtomicU64,
 }
 
 // Everything up to the pool table's head (in field order) lies in the first two lines.
 const _: () = assert!(std::mem::offset_of!(Inner, pools) + pool::Pools::HOT_END <= 128);
+
+/// `Inner::outside_oldest` when the caches outside hold no entry.
+pub(crate) const NO_OUTSIDE_ENTRY: u64 = u64::MAX;
 
 /// The cache. `Send + Sync`; share it by reference or in an `Arc`. Dropping it stops its
 /// background threads.
@@ -122,7 +129,7 @@ fn cache_bound(p: &Params) -> usize {
 impl Zswap {
     /// A cache with these parameters and no swap area yet; starts the shrink worker thread.
     pub fn new(params: Params) -> Result<Zswap, Error> {
-        let z = Self::build(params, None)?;
+        let z = Self::build(params, None, None, None)?;
         z.spawn_worker(&mut z.worker.lock())?;
         Ok(z)
     }
@@ -136,10 +143,35 @@ impl Zswap {
     /// typically a futex wake of the embedder's own thread, which then calls
     /// [`Zswap::service_shrink_worker`].
     pub fn with_shrink_worker_on_demand(params: Params, wake: fn()) -> Result<Zswap, Error> {
-        Self::build(params, Some(wake))
+        Self::build(params, Some(wake), None, None)
     }
 
-    fn build(params: Params, wake: Option<fn()>) -> Result<Zswap, Error> {
+    /// As [`Zswap::with_shrink_worker_on_demand`], for one of several caches (one per process
+    /// of a tree, say) that share one pool limit and one LRU order, as every zswap pool of a
+    /// machine shares the kernel's global LRU and shrinker ("mm/zswap: global lru and shrinker
+    /// shared by all zswap_pools", v3, 6.9). Every LRU list numbers its entries from `clock`,
+    /// shared by all of them, so the age of each cache's oldest entry ([`Zswap::lru_oldest`])
+    /// compares with the others'. The embedder tells each cache what the others hold
+    /// ([`Zswap::set_pool_pages_outside`], [`Zswap::set_outside_lru_oldest`]); a shrink worker
+    /// run that starts while another cache holds an entry older than this one's oldest (by a
+    /// few hundred stores) ends at once and calls `handoff` (async-signal-safe, as `wake`),
+    /// so that the embedder has the cache holding the oldest entries write back instead
+    /// ([`Zswap::kick_shrink_worker`]), down to the accept threshold.
+    pub fn for_process_tree(
+        params: Params,
+        wake: fn(),
+        clock: &'static AtomicU32,
+        handoff: fn(),
+    ) -> Result<Zswap, Error> {
+        Self::build(params, Some(wake), Some(clock), Some(handoff))
+    }
+
+    fn build(
+        params: Params,
+        wake: Option<fn()>,
+        clock: Option<&'static AtomicU32>,
+        handoff: Option<fn()>,
+    ) -> Result<Zswap, Error> {
         params.validate()?;
         let nodes = params.numa_nodes;
         let hot = HotParams {
@@ -174,12 +206,13 @@ impl Zswap {
             params: Mutex::new(params),
             hot,
             pages_outside: AtomicU64::new(0),
+            outside_oldest: AtomicU64::new(NO_OUTSIDE_ENTRY),
             reached_full: AtomicBool::new(false),
             limit_lowered: AtomicBool::new(false),
             areas: (0..MAX_AREAS).map(|_| OnceLock::new()).collect(),
-            cgroups: cgroup::Cgroups::new(nodes, lanes),
+            cgroups: cgroup::Cgroups::new(nodes, lanes, clock),
             stats: Striped::new(),
-            worker: WorkerCtl::new(wake),
+            worker: WorkerCtl::new(wake, handoff),
             faults: FaultHooks::new(),
             nodes,
         });
@@ -610,6 +643,28 @@ impl Zswap {
             // The cache's own pages may now sit above what is left of the limit.
             i.limit_lowered.store(true, Relaxed);
         }
+    }
+
+    /// The sequence number of this cache's oldest LRU entry, on its LRU clock (shared with
+    /// other caches by [`Zswap::for_process_tree`]); `None` if it holds no pool entry.
+    pub fn lru_oldest(&self) -> Option<u32> {
+        self.inner.lru_oldest()
+    }
+
+    /// The oldest entry's sequence number among the caches sharing this one's LRU clock and
+    /// pool limit (`None`: they hold none). While it is older than this cache's own oldest
+    /// by more than a few hundred entries, this cache's shrink worker runs leave the writeback
+    /// to them (see [`Zswap::for_process_tree`]).
+    pub fn set_outside_lru_oldest(&self, seq: Option<u32>) {
+        self.inner
+            .outside_oldest
+            .store(seq.map_or(NO_OUTSIDE_ENTRY, u64::from), Relaxed);
+    }
+
+    /// Are the pools, with the pages outside this cache that share its limit, above the
+    /// accept threshold (where the shrink worker stops)?
+    pub fn pool_above_accept_threshold(&self) -> bool {
+        self.inner.pools.total_pages() > self.inner.hot.accept_pages.load(Relaxed)
     }
 
     /// The address ranges `(start, pages)` that may hold zspages of any live pool (see

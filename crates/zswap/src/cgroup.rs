@@ -64,14 +64,14 @@ pub(crate) struct Cgroup {
 }
 
 impl Cgroup {
-    fn new(nodes: usize, lanes: usize) -> Cgroup {
+    fn new(nodes: usize, lanes: usize, clock: Option<&'static AtomicU32>) -> Cgroup {
         Cgroup {
             state: AtomicU8::new(UNUSED),
             parent: AtomicU32::new(NO_PARENT),
             max_bytes: AtomicU64::new(u64::MAX),
             writeback: AtomicBool::new(true),
             stats: Striped::new(),
-            lists: (0..lanes).map(|_| Lru::default()).collect(),
+            lists: (0..lanes).map(|_| Lru::with_clock(clock)).collect(),
             disk_swapins: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             protected: (0..nodes).map(|_| AtomicU64::new(0)).collect(),
             absorbed: Mutex::new(Vec::new()),
@@ -100,6 +100,8 @@ pub(crate) struct Cgroups {
     nodes: usize,
     /// LRU lists per cgroup (see `Cgroup::lists`).
     lanes: usize,
+    /// The sequence every LRU list numbers its entries from, if shared with other caches.
+    pub(crate) clock: Option<&'static AtomicU32>,
     /// Serialises creation and removal (not on any hot path).
     admin: Mutex<u32>,
     /// The shrink worker's round-robin cursor (`zswap_next_shrink`): last id visited.
@@ -108,13 +110,14 @@ pub(crate) struct Cgroups {
 
 impl Cgroups {
     /// `lanes`: LRU lists per cgroup (`nodes`, or `MAX_POOLS × nodes` for per-pool lists).
-    pub(crate) fn new(nodes: usize, lanes: usize) -> Cgroups {
+    pub(crate) fn new(nodes: usize, lanes: usize, clock: Option<&'static AtomicU32>) -> Cgroups {
         let cg = Cgroups {
-            root: Box::new(Cgroup::new(nodes, lanes)),
+            root: Box::new(Cgroup::new(nodes, lanes, clock)),
             first: OnceLock::new(),
             chunks: (1..NR_CHUNKS).map(|_| OnceLock::new()).collect(),
             nodes,
             lanes,
+            clock,
             admin: Mutex::new(1),
             cursor: Mutex::new(None),
         };
@@ -131,7 +134,7 @@ impl Cgroups {
             }
             let rest = self.first.get_or_init(|| {
                 (1..CHUNK)
-                    .map(|_| Cgroup::new(self.nodes, self.lanes))
+                    .map(|_| Cgroup::new(self.nodes, self.lanes, self.clock))
                     .collect()
             });
             return Some(&rest[i - 1]);
@@ -140,7 +143,7 @@ impl Cgroups {
         Some(
             &chunk.get_or_init(|| {
                 (0..CHUNK)
-                    .map(|_| Cgroup::new(self.nodes, self.lanes))
+                    .map(|_| Cgroup::new(self.nodes, self.lanes, self.clock))
                     .collect()
             })[i],
         )

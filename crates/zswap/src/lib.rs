@@ -44,7 +44,10 @@
 //! The LRU of each (cgroup, node) (`lru.rs`) is eight intrusive sub-lists of 16-byte nodes
 //! holding the packed slot, one per thread stripe, kept in one order by sequence numbers; with
 //! per-pool lists a cgroup has one such LRU per (pool slot, node), and an entry's LRU (its
-//! lane) is its pool's `lane_base` plus its node.
+//! lane) is its pool's `lane_base` plus its node. Caches made by `Zswap::for_process_tree`
+//! (one per process of a tree) take their sequence numbers from one shared clock, so their
+//! lists form one order and the shrink worker of the cache holding the oldest entries writes
+//! back.
 //! Counters are striped per thread (`stats.rs`), one padded row per stripe, the counters of a
 //! load or a store (and the in-flight count) on one line of it; pool references are striped
 //! (`poolref.rs`). `Inner`, the state every path shares, is laid out by hand so that what a

@@ -233,10 +233,21 @@ pub(crate) struct Lru {
     subs: [CachePadded<Sub>; NR_SUBLISTS],
     /// The next sequence number (wrapping; ages are compared as differences from it).
     seq: CachePadded<AtomicU32>,
+    /// A sequence shared with the caches of other processes (`Zswap::for_process_tree`), used
+    /// instead of `seq`: the lists of all of them then hold their entries in one order, so
+    /// their heads' ages compare, as the entries of one global LRU would.
+    shared: Option<&'static AtomicU32>,
 }
 
 impl Default for Lru {
     fn default() -> Self {
+        Self::with_clock(None)
+    }
+}
+
+impl Lru {
+    /// An empty list numbering its entries from `shared` (None: its own sequence).
+    pub(crate) fn with_clock(shared: Option<&'static AtomicU32>) -> Self {
         Lru {
             subs: std::array::from_fn(|_| {
                 CachePadded::new(Sub {
@@ -246,11 +257,31 @@ impl Default for Lru {
                 })
             }),
             seq: CachePadded::new(AtomicU32::new(0)),
+            shared,
         }
     }
-}
 
-impl Lru {
+    /// The sequence the list numbers its entries from.
+    #[inline]
+    pub(crate) fn clock(&self) -> &AtomicU32 {
+        match self.shared {
+            Some(c) => c,
+            None => &self.seq,
+        }
+    }
+
+    /// The sequence number of the coldest entry (the oldest head of the sub-lists), `None` if
+    /// the list is empty.
+    pub(crate) fn oldest(&self) -> Option<u32> {
+        let now = self.clock().load(Relaxed);
+        self.subs
+            .iter()
+            .filter_map(|s| {
+                let h = s.head_seq.load(Relaxed);
+                (h != EMPTY).then_some(h as u32)
+            })
+            .max_by_key(|&h| now.wrapping_sub(h))
+    }
     /// Entries on the list.
     pub(crate) fn len(&self) -> u64 {
         self.subs
@@ -270,7 +301,7 @@ impl Lru {
         let sub = crate::stats::stripe_index() & (NR_SUBLISTS - 1);
         let s = &self.subs[sub];
         let mut l = s.list.lock();
-        let idx = l.push_tail(key, self.seq.fetch_add(1, Relaxed))?;
+        let idx = l.push_tail(key, self.clock().fetch_add(1, Relaxed))?;
         s.publish(&l);
         Some(((sub as u32) << SUB_SHIFT) | idx)
     }
@@ -287,7 +318,7 @@ impl Lru {
     /// list is empty. Concurrent appends may make it one of the coldest rather than the coldest.
     pub(crate) fn rotate_head(&self) -> Option<(u32, u64)> {
         for _ in 0..2 * NR_SUBLISTS {
-            let now = self.seq.load(Relaxed);
+            let now = self.clock().load(Relaxed);
             let coldest = (0..NR_SUBLISTS)
                 .filter_map(|i| {
                     let h = self.subs[i].head_seq.load(Relaxed);
@@ -298,7 +329,7 @@ impl Lru {
             let s = &self.subs[sub];
             let mut l = s.list.lock();
             // Emptied since we looked: look again.
-            let Some((idx, key)) = l.rotate_head(self.seq.fetch_add(1, Relaxed)) else {
+            let Some((idx, key)) = l.rotate_head(self.clock().fetch_add(1, Relaxed)) else {
                 continue;
             };
             s.publish(&l);
@@ -311,7 +342,7 @@ impl Lru {
     /// returns `(node index, key)` of every node, sub-list by sub-list (the cache's invariant
     /// checker, on a quiescent cache).
     pub(crate) fn check(&self) -> Result<Vec<(u32, u64)>, String> {
-        let now = self.seq.load(Relaxed);
+        let now = self.clock().load(Relaxed);
         let mut out = Vec::new();
         for (si, s) in self.subs.iter().enumerate() {
             let l = s.list.lock();
@@ -332,7 +363,7 @@ impl Lru {
 
     /// Keys from coldest to newest (tests and diagnostics).
     pub(crate) fn keys(&self) -> Vec<u64> {
-        let now = self.seq.load(Relaxed);
+        let now = self.clock().load(Relaxed);
         let mut all: Vec<(u32, u32, u64)> = self
             .subs
             .iter()

@@ -35,6 +35,9 @@ use crate::{LruMode, WarmProtection, PAGE_SIZE};
 const MAX_RECLAIM_RETRIES: u32 = 16;
 /// The kernel's SHRINK_BATCH (zswap's shrinker leaves `batch` at 0).
 const SHRINK_BATCH: u64 = 128;
+/// How much older (in LRU sequence numbers: stores and rotations) another cache's oldest entry
+/// must be than this cache's for its worker's run to hand the writeback over.
+const HANDOFF_MARGIN: u32 = 256;
 
 /// Result of a memory-pressure scan.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -244,6 +247,17 @@ impl Inner {
         let thr = self.hot.accept_pages.load(Relaxed);
         let (mut failures, mut attempts) = (0u32, 0u32);
         let work_pool = (self.lru_mode() == LruMode::PerPool).then(|| self.pools.oldest());
+        if self.pools.total_pages() > thr && self.older_entries_outside() {
+            // One LRU for the caches sharing the limit: the oldest entries are another
+            // cache's, whose worker the embedder starts. Decided once per run: a run that
+            // starts writes back to the threshold, rotations included (a second-chance
+            // rotation makes an entry the newest, and deciding at each entry made two caches
+            // of interleaved ages hand the work back and forth without writing anything).
+            if let Some(f) = self.worker.handoff {
+                f();
+            }
+            return;
+        }
         loop {
             if self.pools.total_pages() <= thr
                 || self.stopping()
@@ -290,6 +304,38 @@ impl Inner {
             if self.stats.sum(G::InFlight as usize) as i64 > 0 {
                 self.count(G::ShrinkWorkerYields);
                 std::thread::yield_now();
+            }
+        }
+    }
+
+    /// The sequence number of this cache's oldest LRU entry (every cgroup, every lane).
+    pub(crate) fn lru_oldest(&self) -> Option<u32> {
+        let clock = self.cgroups.get(0)?.lists.first()?.clock();
+        let now = clock.load(Relaxed);
+        (0..self.cgroups.id_limit())
+            .filter_map(|id| self.cgroups.get(id))
+            .flat_map(|c| c.lists.iter())
+            .filter_map(|l| l.oldest())
+            .max_by_key(|&h| now.wrapping_sub(h))
+    }
+
+    /// Does a cache outside this one that shares its LRU clock hold an entry older than this
+    /// one's oldest by more than `HANDOFF_MARGIN` (so that two caches whose entries are about
+    /// as old don't hand the work to each other at every run)? Always false for a cache
+    /// alone (`NO_OUTSIDE_ENTRY`).
+    pub(crate) fn older_entries_outside(&self) -> bool {
+        let o = self.outside_oldest.load(Relaxed);
+        if o == crate::cache::NO_OUTSIDE_ENTRY {
+            return false;
+        }
+        let Some(l) = self.cgroups.get(0).and_then(|c| c.lists.first()) else {
+            return false;
+        };
+        let now = l.clock().load(Relaxed);
+        match self.lru_oldest() {
+            None => true,
+            Some(own) => {
+                now.wrapping_sub(o as u32) > now.wrapping_sub(own).saturating_add(HANDOFF_MARGIN)
             }
         }
     }

@@ -40,11 +40,15 @@ pub(crate) struct WorkerCtl {
     /// thread runs it yet, so that the embedder starts one from a context where it may
     /// (`Zswap::service_shrink_worker`).
     pub(crate) wake: Option<fn()>,
+    /// For a cache of a process tree (`Zswap::for_process_tree`): called when a run ends
+    /// because another cache holds older entries.
+    pub(crate) handoff: Option<fn()>,
 }
 
 impl WorkerCtl {
-    pub(crate) fn new(wake: Option<fn()>) -> Self {
+    pub(crate) fn new(wake: Option<fn()>, handoff: Option<fn()>) -> Self {
         WorkerCtl {
+            handoff,
             queued: AtomicBool::new(false),
             state: WorkerLock::new(WorkerState::default()),
             cv: Condvar::new(),
@@ -364,6 +368,99 @@ mod tests {
             let mut out = [0u8; crate::PAGE_SIZE];
             z.load(SwapSlot::new(0, k), &mut out, false).unwrap();
             assert_eq!(out[..], page(k as u8)[..], "page {k}");
+        }
+    }
+
+    /// Caches that share an LRU clock and a pool limit (the processes of a tree) write back
+    /// the oldest entries first, whichever cache holds them, as the kernel's one global LRU
+    /// does for every pool: the younger cache's worker hands over, the older one's writes
+    /// back all of its entries, and the younger one's then writes back its oldest, down to
+    /// the accept threshold of the two together. Every page reads back.
+    #[test]
+    #[cfg_attr(miri, ignore = "fills a 4 MiB pool: minutes under Miri")]
+    fn caches_sharing_an_lru_clock_write_back_the_oldest_entries_first() {
+        use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering::Relaxed};
+        static CLOCK: AtomicU32 = AtomicU32::new(u32::MAX - 100); // wraps on the way
+        static HANDOFFS: AtomicUsize = AtomicUsize::new(0);
+        fn wake() {}
+        fn handoff() {
+            HANDOFFS.fetch_add(1, Relaxed);
+        }
+        let params = Params {
+            total_memory_bytes: 4 << 20,
+            proactive_shrink: false,
+            accept_threshold_percent: 50,
+            ..Params::default()
+        };
+        let (max, thr) = (params.max_pool_pages(), params.accept_threshold_pages());
+        let cache = |area: u32| {
+            let disk = crate::MemStore::new(area, 4096).unwrap();
+            for _ in 0..4096 {
+                crate::BackingStore::alloc_slot(&disk).unwrap();
+            }
+            let z = Zswap::for_process_tree(params.clone(), wake, &CLOCK, handoff).unwrap();
+            z.add_backing_store(Arc::new(disk)).unwrap();
+            z
+        };
+        let written = |z: &Zswap| z.counters().written_back_pages;
+        // The older cache fills a third of the limit, the younger one the rest.
+        let (old, young) = (cache(0), cache(0));
+        let mut n_old = 0;
+        while old.pool_total_pages() < max / 3 {
+            assert_eq!(
+                old.store(SwapSlot::new(0, n_old), &page(n_old as u8), CgroupId::ROOT),
+                StoreOutcome::Stored
+            );
+            n_old += 1;
+        }
+        young.set_pool_pages_outside(old.pool_total_pages());
+        young.set_outside_lru_oldest(old.lru_oldest());
+        let mut n_young = 0;
+        while young.store(
+            SwapSlot::new(0, n_young),
+            &page(n_young as u8 ^ 0x55),
+            CgroupId::ROOT,
+        ) != StoreOutcome::Rejected(RejectReason::PoolLimit)
+        {
+            n_young += 1;
+        }
+        let tree = |a: &Zswap, b: &Zswap| a.pool_total_pages() + b.pool_total_pages();
+        assert!(tree(&old, &young) >= max);
+        // The younger cache's worker finds older entries outside: it hands over, writing
+        // nothing back.
+        young.run_shrink_worker();
+        assert_eq!((written(&young), HANDOFFS.load(Relaxed)), (0, 1));
+        // Then the two run in turn, each told what the other holds, as the embedder would
+        // after each hand-over: the older one writes back (its entries' second chance
+        // rotations included) down to the threshold or until it is empty, and no entry of the
+        // younger cache is written back before every entry of the older one.
+        for round in 0..16 {
+            if tree(&old, &young) <= thr {
+                break;
+            }
+            for (z, other) in [(&old, &young), (&young, &old)] {
+                z.set_pool_pages_outside(other.pool_total_pages());
+                z.set_outside_lru_oldest(other.lru_oldest());
+                z.run_shrink_worker();
+                assert!(
+                    written(&young) == 0 || written(&old) == n_old,
+                    "round {round}: {} of the younger cache's entries written back before {} \
+                     of the older one's",
+                    written(&young),
+                    n_old - written(&old)
+                );
+            }
+        }
+        assert!(tree(&old, &young) <= thr, "down to the accept threshold");
+        assert_eq!(written(&old), n_old, "every entry of the older cache");
+        assert!(written(&young) > 0, "a third of the limit was not enough");
+        assert!(HANDOFFS.load(Relaxed) >= 1);
+        for (z, n, x) in [(&old, n_old, 0), (&young, n_young, 0x55)] {
+            for k in 0..n {
+                let mut out = [0u8; crate::PAGE_SIZE];
+                z.load(SwapSlot::new(0, k), &mut out, false).unwrap();
+                assert_eq!(out[..], page(k as u8 ^ x)[..], "page {k}");
+            }
         }
     }
 

@@ -49,6 +49,11 @@ enum Op {
     Outside {
         pages: u64,
     },
+    /// `Zswap::set_outside_lru_oldest`: another cache's oldest entry, `older` sequence numbers
+    /// before this one's oldest (past the hand-over margin from 256 on), or none.
+    OutsideOldest {
+        older: Option<u32>,
+    },
     /// `Params::zero_page_entries` (variant test only).
     ZeroEntries(bool),
     /// `Zswap::shrink_slab` at this priority (variant test only).
@@ -68,6 +73,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (0..5usize).prop_map(|alg| Op::Switch { alg }),
         1 => any::<bool>().prop_map(Op::Enable),
         1 => prop_oneof![Just(0u64), 0..30u64].prop_map(|pages| Op::Outside { pages }),
+        1 => proptest::option::of(0..600u32).prop_map(|older| Op::OutsideOldest { older }),
     ]
 }
 
@@ -162,6 +168,9 @@ fn run_model(params: Params, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 })
                 .unwrap(),
             Op::Outside { pages } => z.set_pool_pages_outside(pages),
+            Op::OutsideOldest { older } => z.set_outside_lru_oldest(
+                older.and_then(|o| z.lru_oldest().map(|own| own.wrapping_sub(o))),
+            ),
             Op::ZeroEntries(on) => z
                 .set_params(Params {
                     zero_page_entries: on,

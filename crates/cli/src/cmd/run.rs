@@ -62,6 +62,11 @@ pub struct Args {
     /// pages (0 = off: each process reclaims from its own memory first).
     #[arg(long, value_name = "MS", default_value_t = uzswap_pager::pager::IDLE_FIRST_MS)]
     pub idle_first: u64,
+    /// Whose compressed entries the pool limit writes back: the tree's oldest, whichever
+    /// process holds them (tree, the default), as the kernel's one global LRU and shrink
+    /// worker serve every zswap pool; or each process's own, oldest first (process).
+    #[arg(long, value_enum, default_value_t = PoolLru::Tree)]
+    pub pool_lru: PoolLru,
     /// Show SIZE to the program as its memory cgroup's limit (on, the default): reading
     /// `memory.max` or `memory.limit_in_bytes` (and the usage and peak files) of its own cgroup
     /// gives the budget's values, as inside a cgroup with that limit, so that runtimes which
@@ -90,6 +95,13 @@ pub enum Victim {
     Clock,
     ClockFaults,
     Fifo,
+}
+
+/// `--pool-lru` (docs/pager.md "One LRU for the tree's pools").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PoolLru {
+    Tree,
+    Process,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -501,6 +513,13 @@ fn run_inner(args: Args) -> Result<i32> {
         .env("UZSWAP_READAHEAD", args.readahead.to_string())
         .env("UZSWAP_IDLE_FIRST_MS", args.idle_first.to_string())
         .env(
+            "UZSWAP_POOL_LRU",
+            match args.pool_lru {
+                PoolLru::Tree => "tree",
+                PoolLru::Process => "process",
+            },
+        )
+        .env(
             "UZSWAP_BG_RECLAIM",
             if args.background_reclaim == OnOff::On {
                 "on"
@@ -769,6 +788,7 @@ fn build_report(
             "evictions": l(&seg.evictions),
             "evictions_background": l(&seg.bg_evictions),
             "evictions_for_others": l(&seg.donated),
+            "pool_writeback_handoffs": l(&seg.pool_handoffs),
             "evictions_skipped_busy": l(&seg.evict_busy),
             "staged_faulted_back": l(&seg.staged_faulted_back),
             "moves_misreported_by_kernel": l(&seg.move_misreported),
