@@ -44,7 +44,20 @@ pub struct ProcSlot {
     /// The sequence number of its cache's oldest entry on the tree's LRU clock (`lru_clock`),
     /// `NO_ENTRY` if none, as of its last publication.
     pub lru_oldest: AtomicU64,
+    /// Fork children that still share this process's memory (its pool among it).
+    pub sharers: AtomicI64,
+    /// A fork child that shares its parent's memory: the parent's slot + 1 (0: none), and the
+    /// parent's pid (the slot may have been taken by another process since).
+    pub sharing_parent: AtomicU64,
+    pub parent_pid: std::sync::atomic::AtomicI32,
+    /// When its reclaim thread last went round its loop (`sys::now_ns`): a process whose
+    /// thread has not for `RECLAIM_LIVE_NS` (stopped, or ended and not yet reaped) is not handed
+    /// the tree's writeback.
+    pub reclaim_seen_ns: AtomicU64,
 }
+
+/// See `ProcSlot::reclaim_seen_ns`: the reclaim thread goes round at least every 200 ms.
+pub const RECLAIM_LIVE_NS: u64 = 500_000_000;
 
 /// `ProcSlot::lru_oldest` of a process whose pool holds no entry.
 pub const NO_ENTRY: u64 = u64::MAX;
@@ -105,6 +118,9 @@ pub struct Segment {
     pub pool_shrink_wanted: AtomicU64,
     /// How often that happened.
     pub pool_handoffs: AtomicU64,
+    /// When the reclaim threads were last woken for it (they are woken at most every
+    /// `HANDOFF_WAKE_NS`).
+    pub pool_handoff_woken_ns: AtomicU64,
     pub evict_busy: AtomicU64,
     /// Staged pages a fault took back before the reclaim thread stored them.
     pub staged_faulted_back: AtomicU64,
@@ -293,6 +309,9 @@ impl Segment {
         p.asked.store(0, Relaxed);
         p.no_donor_until.store(0, Relaxed);
         p.lru_oldest.store(NO_ENTRY, Relaxed);
+        p.sharers.store(0, Relaxed);
+        p.sharing_parent.store(0, Relaxed);
+        p.reclaim_seen_ns.store(0, Relaxed);
         p.active_ns.store(crate::sys::now_ns(), Relaxed);
         self.slots_used.fetch_max(i as u64 + 1, Relaxed);
         Some(i)
@@ -304,14 +323,45 @@ impl Segment {
         &self.procs[..n]
     }
 
+    /// Fork child slot `child` shares its parent's memory from now on (`parent`: the parent's
+    /// slot, if it has one).
+    pub fn start_sharing(&self, child: usize, parent: usize) {
+        let (Some(c), Some(p)) = (self.procs.get(child), self.procs.get(parent)) else {
+            return;
+        };
+        p.sharers.fetch_add(1, Relaxed);
+        c.parent_pid.store(p.pid.load(Relaxed), Relaxed);
+        c.sharing_parent.store(parent as u64 + 1, Relaxed);
+    }
+
+    /// The process of slot `c` no longer shares its parent's memory (nothing shared is left,
+    /// or it ended).
+    pub fn stop_sharing(&self, c: &ProcSlot) {
+        let p = c.sharing_parent.swap(0, Relaxed);
+        if p == 0 {
+            return;
+        }
+        if let Some(ps) = self.procs.get(p as usize - 1) {
+            // The parent's slot, unless the parent ended and another process took it.
+            if ps.pid.load(Relaxed) == c.parent_pid.load(Relaxed) {
+                ps.sharers.fetch_sub(1, Relaxed);
+            }
+        }
+    }
+
     /// The oldest of the published oldest LRU entries of the processes other than slot `me`
-    /// (`None`: they hold none), by age on the tree's clock.
+    /// whose reclaim threads run (`None`: they hold none), by age on the tree's clock.
     pub fn lru_oldest_but(&self, me: usize) -> Option<u32> {
         let now = self.lru_clock.load(Relaxed);
+        let t = crate::sys::now_ns();
         self.live_slots()
             .iter()
             .enumerate()
-            .filter(|&(i, p)| i != me && p.pid.load(Relaxed) != 0)
+            .filter(|&(i, p)| {
+                i != me
+                    && p.pid.load(Relaxed) != 0
+                    && t.saturating_sub(p.reclaim_seen_ns.load(Relaxed)) < RECLAIM_LIVE_NS
+            })
             .map(|(_, p)| p.lru_oldest.load(Relaxed))
             .filter(|&o| o != NO_ENTRY)
             .map(|o| o as u32)
@@ -384,6 +434,7 @@ impl Segment {
             .fetch_sub(p.charged.swap(0, Relaxed), Relaxed);
         self.pool_pages.fetch_sub(p.pool.swap(0, Relaxed), Relaxed);
         p.lru_oldest.store(NO_ENTRY, Relaxed);
+        self.stop_sharing(p);
         self.processes.fetch_sub(1, Relaxed);
         true
     }
