@@ -4579,8 +4579,8 @@ static int fill_and_check(unsigned long k, int walks) {
     return bad != 0;
 }
 int main(void) {
-    int go[2];
-    if (pipe(go)) return 2;
+    int go[2], filled[2];
+    if (pipe(go) || pipe(filled)) return 2;
     pid_t idle = fork();
     if (idle == 0) {
         unsigned char *a = malloc(SZ);
@@ -4588,12 +4588,16 @@ int main(void) {
         char c;
         for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = val(i) + 1;
         close(go[1]);
+        if (write(filled[1], "x", 1) != 1) _exit(3);
         if (read(go[0], &c, 1) != 1) _exit(3);
         for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != val(i) + 1;
         _exit(bad != 0);
     }
     close(go[0]);
-    usleep(800000);
+    char f;
+    /* Once the first child has filled its memory, long past --idle-first's 200 ms. */
+    if (read(filled[0], &f, 1) != 1) return 2;
+    usleep(600000);
     pid_t busy = fork();
     if (busy == 0) _exit(fill_and_check(2, 3));
     int st, bad = 0;
@@ -4645,8 +4649,8 @@ fn the_trees_oldest_pool_entries_are_written_back_first() {
 #define IDLE (12UL << 20)
 #define BUSY (10UL << 20)
 int main(void) {
-    int go[2];
-    if (pipe(go)) return 2;
+    int go[2], filled[2];
+    if (pipe(go) || pipe(filled)) return 2;
     pid_t idle = fork();
     if (idle == 0) {
         unsigned char *a = malloc(IDLE);
@@ -4654,12 +4658,16 @@ int main(void) {
         char c;
         for (size_t i = 0; i < IDLE; i += 8) *(unsigned long *)(a + i) = val(i) + 1;
         close(go[1]);
+        if (write(filled[1], "x", 1) != 1) _exit(3);
         if (read(go[0], &c, 1) != 1) _exit(3);
         for (size_t i = 0; i < IDLE; i += 8) bad += *(unsigned long *)(a + i) != val(i) + 1;
         _exit(bad != 0);
     }
     close(go[0]);
-    usleep(800000);
+    char f;
+    /* Once the first child has filled its memory, long past --idle-first's 200 ms. */
+    if (read(filled[0], &f, 1) != 1) return 2;
+    usleep(600000);
     pid_t busy = fork();
     if (busy == 0) {
         unsigned char *a = malloc(BUSY);
