@@ -15,7 +15,11 @@
 //! regions (`BTreeMap` by start address, `Arc<Region>`), each with one `AtomicU64` state word
 //! per page in memory the pager maps for itself; a `Zswap` cache with an O_TMPFILE swap file
 //! (slot offsets are stored in the evicted pages' state words); a scratch area of
-//! `SCRATCH_PAGES` pages registered with the userfaultfd as the MOVE target.
+//! `SCRATCH_PAGES` pages registered with the userfaultfd as the MOVE target. Across the tree
+//! (`shared::Segment`, one memfd every process maps): the budget's totals, each process's slot
+//! (its charge, pool, last fault for "idle processes give first", oldest pool entry on the
+//! tree's LRU clock for "one LRU for the tree's pools") and the futex words that wake the
+//! other processes' reclaim threads.
 //!
 //! **Lock order**: regions RwLock (read: faults, pins, eviction; write: mapping changes, fork;
 //! a `futex_rwlock`, whose waiters wait in the kernel, so that a fork child inherits no queue)
