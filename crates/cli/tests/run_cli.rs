@@ -4553,6 +4553,52 @@ int main(void) {
     assert_books_balance(&r);
 }
 
+/// The C program of the tests of a tree's reclaim order: a first child fills `idle_mib` MiB,
+/// says so and waits (idle); 600 ms later (long past `--idle-first`'s 200 ms) a second child
+/// fills `busy_mib` MiB and walks them `walks` times; then the first reads its memory back.
+/// Every child checks what it reads.
+fn idle_beside_busy(idle_mib: u32, busy_mib: u32, walks: u32) -> String {
+    format!(
+        r#"{FORK_PRELUDE}
+/* Fills sz bytes; then, if asked, says so on `filled` and waits for a byte on `go`; then
+   reads everything back `walks` times. */
+static int fill_and_check(size_t sz, unsigned long k, int walks, int filled, int go) {{
+    unsigned char *a = malloc(sz);
+    size_t bad = 0;
+    char c;
+    for (size_t i = 0; i < sz; i += 8) *(unsigned long *)(a + i) = val(i) + k;
+    if (filled >= 0 && (write(filled, "x", 1) != 1 || read(go, &c, 1) != 1)) return 3;
+    for (int r = 0; r < walks; r++)
+        for (size_t i = 0; i < sz; i += 8) bad += *(unsigned long *)(a + i) != val(i) + k;
+    return bad != 0;
+}}
+int main(void) {{
+    int go[2], filled[2];
+    char c;
+    if (pipe(go) || pipe(filled)) return 2;
+    pid_t idle = fork();
+    if (idle == 0) {{
+        close(go[1]);
+        _exit(fill_and_check({idle_mib}UL << 20, 1, 1, filled[1], go[0]));
+    }}
+    close(go[0]);
+    if (read(filled[0], &c, 1) != 1) return 2;
+    usleep(600000);
+    pid_t busy = fork();
+    if (busy == 0) _exit(fill_and_check({busy_mib}UL << 20, 2, {walks}, -1, -1));
+    int st, bad = 0;
+    waitpid(busy, &st, 0);
+    bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    if (write(go[1], "x", 1) != 1) return 2;
+    waitpid(idle, &st, 0);
+    bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    printf("%d children read something wrong\n", bad);
+    return bad != 0;
+}}
+"#
+    )
+}
+
 /// Idle processes give first, as a memory cgroup's reclaim takes the coldest pages of its one
 /// LRU whichever process maps them: a process that has filled 24 MiB and then waits, beside
 /// another that fills its own 24 MiB and walks it three times under 32M. The idle one evicts
@@ -4564,55 +4610,7 @@ fn an_idle_process_evicts_for_a_busy_one() {
     if !uffd_ok() {
         return;
     }
-    let exe = compile(
-        "idlefirst",
-        &format!(
-            "{FORK_PRELUDE}{}",
-            r#"
-#define SZ (24UL << 20)
-static int fill_and_check(unsigned long k, int walks) {
-    unsigned char *a = malloc(SZ);
-    size_t bad = 0;
-    for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = val(i) + k;
-    for (int r = 0; r < walks; r++)
-        for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != val(i) + k;
-    return bad != 0;
-}
-int main(void) {
-    int go[2], filled[2];
-    if (pipe(go) || pipe(filled)) return 2;
-    pid_t idle = fork();
-    if (idle == 0) {
-        unsigned char *a = malloc(SZ);
-        size_t bad = 0;
-        char c;
-        for (size_t i = 0; i < SZ; i += 8) *(unsigned long *)(a + i) = val(i) + 1;
-        close(go[1]);
-        if (write(filled[1], "x", 1) != 1) _exit(3);
-        if (read(go[0], &c, 1) != 1) _exit(3);
-        for (size_t i = 0; i < SZ; i += 8) bad += *(unsigned long *)(a + i) != val(i) + 1;
-        _exit(bad != 0);
-    }
-    close(go[0]);
-    char f;
-    /* Once the first child has filled its memory, long past --idle-first's 200 ms. */
-    if (read(filled[0], &f, 1) != 1) return 2;
-    usleep(600000);
-    pid_t busy = fork();
-    if (busy == 0) _exit(fill_and_check(2, 3));
-    int st, bad = 0;
-    waitpid(busy, &st, 0);
-    bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-    if (write(go[1], "x", 1) != 1) return 2;
-    waitpid(idle, &st, 0);
-    bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-    printf("%d children read something wrong\n", bad);
-    return bad != 0;
-}
-"#
-        ),
-        &[],
-    );
+    let exe = compile("idlefirst", &idle_beside_busy(24, 24, 3), &[]);
     let on = same_output("32M", &[exe.to_str().unwrap()]);
     let off = same_output_with("32M", &["--idle-first", "0"], &[exe.to_str().unwrap()]);
     let ev = |r: &serde_json::Value, k: &str| r["pager"][k].as_u64().unwrap();
@@ -4641,55 +4639,7 @@ fn the_trees_oldest_pool_entries_are_written_back_first() {
     if !uffd_ok() {
         return;
     }
-    let exe = compile(
-        "poollru",
-        &format!(
-            "{FORK_PRELUDE}{}",
-            r#"
-#define IDLE (12UL << 20)
-#define BUSY (10UL << 20)
-int main(void) {
-    int go[2], filled[2];
-    if (pipe(go) || pipe(filled)) return 2;
-    pid_t idle = fork();
-    if (idle == 0) {
-        unsigned char *a = malloc(IDLE);
-        size_t bad = 0;
-        char c;
-        for (size_t i = 0; i < IDLE; i += 8) *(unsigned long *)(a + i) = val(i) + 1;
-        close(go[1]);
-        if (write(filled[1], "x", 1) != 1) _exit(3);
-        if (read(go[0], &c, 1) != 1) _exit(3);
-        for (size_t i = 0; i < IDLE; i += 8) bad += *(unsigned long *)(a + i) != val(i) + 1;
-        _exit(bad != 0);
-    }
-    close(go[0]);
-    char f;
-    /* Once the first child has filled its memory, long past --idle-first's 200 ms. */
-    if (read(filled[0], &f, 1) != 1) return 2;
-    usleep(600000);
-    pid_t busy = fork();
-    if (busy == 0) {
-        unsigned char *a = malloc(BUSY);
-        size_t bad = 0;
-        for (size_t i = 0; i < BUSY; i += 8) *(unsigned long *)(a + i) = val(i) + 2;
-        for (int r = 0; r < 4; r++)
-            for (size_t i = 0; i < BUSY; i += 8) bad += *(unsigned long *)(a + i) != val(i) + 2;
-        _exit(bad != 0);
-    }
-    int st, bad = 0;
-    waitpid(busy, &st, 0);
-    bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-    if (write(go[1], "x", 1) != 1) return 2;
-    waitpid(idle, &st, 0);
-    bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-    printf("%d children read something wrong\n", bad);
-    return bad != 0;
-}
-"#
-        ),
-        &[],
-    );
+    let exe = compile("poollru", &idle_beside_busy(12, 10, 4), &[]);
     let tree = same_output("8M", &[exe.to_str().unwrap()]);
     let own = same_output_with("8M", &["--pool-lru", "process"], &[exe.to_str().unwrap()]);
     let f = |r: &serde_json::Value, k: &str| r["faults"][k].as_u64().unwrap();

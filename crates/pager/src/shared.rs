@@ -323,6 +323,15 @@ impl Segment {
         &self.procs[..n]
     }
 
+    /// The slots of the tree's processes other than slot `me`.
+    fn others(&self, me: usize) -> impl Iterator<Item = &ProcSlot> {
+        self.live_slots()
+            .iter()
+            .enumerate()
+            .filter(move |&(i, p)| i != me && p.pid.load(Relaxed) != 0)
+            .map(|(_, p)| p)
+    }
+
     /// Fork child slot `child` shares its parent's memory from now on (`parent`: the parent's
     /// slot, if it has one).
     pub fn start_sharing(&self, child: usize, parent: usize) {
@@ -354,15 +363,9 @@ impl Segment {
     pub fn lru_oldest_but(&self, me: usize) -> Option<u32> {
         let now = self.lru_clock.load(Relaxed);
         let t = crate::sys::now_ns();
-        self.live_slots()
-            .iter()
-            .enumerate()
-            .filter(|&(i, p)| {
-                i != me
-                    && p.pid.load(Relaxed) != 0
-                    && t.saturating_sub(p.reclaim_seen_ns.load(Relaxed)) < RECLAIM_LIVE_NS
-            })
-            .map(|(_, p)| p.lru_oldest.load(Relaxed))
+        self.others(me)
+            .filter(|p| t.saturating_sub(p.reclaim_seen_ns.load(Relaxed)) < RECLAIM_LIVE_NS)
+            .map(|p| p.lru_oldest.load(Relaxed))
             .filter(|&o| o != NO_ENTRY)
             .map(|o| o as u32)
             .max_by_key(|&o| now.wrapping_sub(o))
@@ -377,16 +380,11 @@ impl Segment {
         idle_ns: u64,
         min_pages: i64,
     ) -> Option<&ProcSlot> {
-        self.live_slots()
-            .iter()
-            .enumerate()
-            .filter(|&(i, p)| {
-                i != me
-                    && p.pid.load(Relaxed) != 0
-                    && p.charged.load(Relaxed) >= min_pages
-                    && now >= p.no_donor_until.load(Relaxed)
+        self.others(me)
+            .filter(|p| {
+                p.charged.load(Relaxed) >= min_pages && now >= p.no_donor_until.load(Relaxed)
             })
-            .map(|(_, p)| (now.saturating_sub(p.active_ns.load(Relaxed)), p))
+            .map(|p| (now.saturating_sub(p.active_ns.load(Relaxed)), p))
             .filter(|&(idle, _)| idle >= idle_ns)
             .max_by_key(|&(idle, _)| idle)
             .map(|(_, p)| p)

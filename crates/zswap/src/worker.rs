@@ -371,6 +371,26 @@ mod tests {
         }
     }
 
+    /// A 4 MiB machine's cache whose accept threshold is half its pool limit, no proactive
+    /// shrinking.
+    fn half_accept_4mib() -> Params {
+        Params {
+            total_memory_bytes: 4 << 20,
+            proactive_shrink: false,
+            accept_threshold_percent: 50,
+            ..Params::default()
+        }
+    }
+
+    /// An in-memory backing store of 4096 slots, every slot allocated.
+    fn full_disk() -> crate::MemStore {
+        let disk = crate::MemStore::new(0, 4096).unwrap();
+        for _ in 0..4096 {
+            crate::BackingStore::alloc_slot(&disk).unwrap();
+        }
+        disk
+    }
+
     /// Caches that share an LRU clock and a pool limit (the processes of a tree) write back
     /// the oldest entries first, whichever cache holds them, as the kernel's one global LRU
     /// does for every pool: the younger cache's worker hands over, the older one's writes
@@ -386,25 +406,16 @@ mod tests {
         fn handoff() {
             HANDOFFS.fetch_add(1, Relaxed);
         }
-        let params = Params {
-            total_memory_bytes: 4 << 20,
-            proactive_shrink: false,
-            accept_threshold_percent: 50,
-            ..Params::default()
-        };
+        let params = half_accept_4mib();
         let (max, thr) = (params.max_pool_pages(), params.accept_threshold_pages());
-        let cache = |area: u32| {
-            let disk = crate::MemStore::new(area, 4096).unwrap();
-            for _ in 0..4096 {
-                crate::BackingStore::alloc_slot(&disk).unwrap();
-            }
+        let cache = || {
             let z = Zswap::for_process_tree(params.clone(), wake, &CLOCK, handoff).unwrap();
-            z.add_backing_store(Arc::new(disk)).unwrap();
+            z.add_backing_store(Arc::new(full_disk())).unwrap();
             z
         };
         let written = |z: &Zswap| z.counters().written_back_pages;
         // The older cache fills a third of the limit, the younger one the rest.
-        let (old, young) = (cache(0), cache(0));
+        let (old, young) = (cache(), cache());
         let mut n_old = 0;
         while old.pool_total_pages() < max / 3 {
             assert_eq!(
@@ -472,20 +483,11 @@ mod tests {
     #[test]
     #[cfg_attr(miri, ignore = "fills a 4 MiB pool: minutes under Miri")]
     fn pages_outside_the_cache_count_against_its_limit() {
-        let params = Params {
-            total_memory_bytes: 4 << 20,
-            proactive_shrink: false,
-            accept_threshold_percent: 50,
-            ..Params::default()
-        };
+        let params = half_accept_4mib();
         let (max, thr) = (params.max_pool_pages(), params.accept_threshold_pages());
         let fill = |outside: u64| {
-            let disk = crate::MemStore::new(0, 4096).unwrap();
-            for _ in 0..4096 {
-                crate::BackingStore::alloc_slot(&disk).unwrap();
-            }
             let z = Zswap::new(params.clone()).unwrap();
-            z.add_backing_store(Arc::new(disk)).unwrap();
+            z.add_backing_store(Arc::new(full_disk())).unwrap();
             z.hold_shrink_worker(true);
             z.set_pool_pages_outside(outside);
             let mut i = 0;
