@@ -888,8 +888,10 @@ fn summary(r: &serde_json::Value) -> String {
         "uzswap run: exit status {}, {:.2} s, peak RSS {:.1} MiB (budget {:.1} MiB, peak charged {:.1} MiB)\n\
          faults {} (pool {}, swap file {}, zero {}), p50 {:.1} us, p99 {:.1} us \
          (with the direct reclaim they caused: {:.1} us, {:.1} us)\n\
-         zswpout {}, zswpin {}, zswpwb {}, pswpout {}, pswpin {}, evictions {} ({} in the background)\n\
-         compressed pool: peak {:.1} MiB, the tree's limit {:.1} MiB, limit hit {}\n\
+         zswpout {}, zswpin {}, zswpwb {}, pswpout {}, pswpin {}, evictions {} ({} in the background, \
+         {} by idle processes for busier ones)\n\
+         compressed pool: peak {:.1} MiB, the tree's limit {:.1} MiB, limit hit {}, \
+         writeback handed to the process with the oldest entries {} times\n\
          re-evictions {}, of which reused a kept clean copy {} ({:.0} %)\n\
          process tree: CPU {:.2} s user, {:.2} s system; {} minor and {} major page faults\n",
         r["exit_status"],
@@ -912,9 +914,11 @@ fn summary(r: &serde_json::Value) -> String {
         g(&c["pswpin"]),
         g(&r["pager"]["evictions"]),
         g(&r["pager"]["evictions_background"]),
+        g(&r["pager"]["evictions_for_others"]),
         g(&r["budget"]["peak_pool_bytes"]) as f64 / 1048576.0,
         g(&r["budget"]["pool_limit_bytes"]) as f64 / 1048576.0,
         g(&c["pool_limit_hit"]),
+        g(&r["pager"]["pool_writeback_handoffs"]),
         g(&r["pager"]["reevictions"]),
         g(&r["pager"]["reevictions_saved"]),
         r["pager_reevictions_saved"].as_f64().unwrap_or(0.0) * 100.0,
