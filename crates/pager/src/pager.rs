@@ -1621,6 +1621,8 @@ impl Pager {
             }
         }
         if filled {
+            // A system call's buffer brought back: the process is at work, as a fault says.
+            self.note_active(sys::now_ns());
             self.maybe_reclaim(0);
         }
         (any, filled)
@@ -1977,12 +1979,13 @@ impl Pager {
         let Some(slot) = self.seg.procs.get(self.proc_slot.load(Relaxed)) else {
             return 0;
         };
-        let mut total = 0;
+        let (mut total, mut asked_any) = (0, false);
         loop {
             let asked = slot.asked.swap(0, Relaxed) as usize;
             if asked == 0 {
                 break;
             }
+            asked_any = true;
             let mut done = 0;
             while done < asked && self.paused.load(Relaxed) == 0 {
                 let n = self.evict(self.cfg.batch.min(asked - done));
@@ -2006,7 +2009,7 @@ impl Pager {
                 break;
             }
         }
-        if total > 0 || slot.no_donor_until.load(Relaxed) > 0 {
+        if asked_any {
             // Done: the others reclaim on their own again, or ask anew.
             self.seg.donation_deadline_ns.store(0, Relaxed);
             self.seg.donation_step();
