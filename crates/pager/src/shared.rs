@@ -352,8 +352,11 @@ impl Segment {
         }
         if let Some(ps) = self.procs.get(p as usize - 1) {
             // The parent's slot, unless the parent ended and another process took it.
+            // (An image the parent exec'd has the same pid and a count of its own: never below 0.)
             if ps.pid.load(Relaxed) == c.parent_pid.load(Relaxed) {
-                ps.sharers.fetch_sub(1, Relaxed);
+                let _ = ps
+                    .sharers
+                    .fetch_update(Relaxed, Relaxed, |n| (n > 0).then_some(n - 1));
             }
         }
     }
