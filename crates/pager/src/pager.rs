@@ -136,6 +136,11 @@ const DONATION_MIN_PAGES: usize = 128;
 /// How long a busier process counts on an asked donation, from the ask and from each batch
 /// the idle process evicts, before it reclaims on its own again.
 const DONATION_WAIT_NS: u64 = 20_000_000;
+/// A process that has not taken up a request for this long is not asked again for a second
+/// (its reclaim thread goes round at least every 200 ms, and a busy host delays its wake-up
+/// by tens of milliseconds: marking it after 20 ms cut the test program's donations to a
+/// fifth).
+const DONOR_SILENT_NS: u64 = 250_000_000;
 
 /// Background reclaim's staging distance below the budget: 1/128 of it (0.75 MiB of a 96 MiB
 /// budget), at least 16 pages, at most 256 (1 MiB).
@@ -407,6 +412,8 @@ pub struct Pager {
     pub retired: std::sync::atomic::AtomicBool,
     /// This process's resident count when its last sweep found nothing to evict (-1: none).
     starved_at: AtomicI64,
+    /// The slot of the process this one last asked to evict for it (`ask_idle_process`).
+    last_donor: AtomicUsize,
     /// This process's reclaim thread runs (a staged batch needs it to be stored).
     reclaimer_up: AtomicBool,
     /// A staged batch exists, from its staging until the staging area is empty again (read
@@ -501,6 +508,7 @@ impl Pager {
             scanner,
             retired: std::sync::atomic::AtomicBool::new(false),
             starved_at: AtomicI64::new(-1),
+            last_donor: AtomicUsize::new(usize::MAX),
             reclaimer_up: AtomicBool::new(false),
             staged: AtomicBool::new(false),
             staging_dirty: AtomicUsize::new(0),
@@ -1919,11 +1927,16 @@ impl Pager {
         }
         let me = self.proc_slot.load(Relaxed);
         let min = 2 * DONATION_MIN_PAGES as i64;
-        let Some(d) = self.seg.idle_donor(me, now, self.cfg.idle_first_ns, min) else {
+        let Some((i, d)) = self.seg.idle_donor(me, now, self.cfg.idle_first_ns, min) else {
             return false;
         };
-        d.asked
-            .fetch_add(want.max(self.donation_pages()) as u64, Relaxed);
+        self.last_donor.store(i, Relaxed);
+        if d.asked
+            .fetch_add(want.max(self.donation_pages()) as u64, Relaxed)
+            == 0
+        {
+            d.asked_at_ns.store(now, Relaxed);
+        }
         self.seg
             .donation_deadline_ns
             .store(now + DONATION_WAIT_NS, Relaxed);
@@ -1946,6 +1959,15 @@ impl Pager {
             let now = sys::now_ns();
             let deadline = self.seg.donation_deadline_ns.load(Relaxed);
             if now >= deadline {
+                if let Some(d) = self.seg.procs.get(self.last_donor.load(Relaxed)) {
+                    if d.asked.load(Relaxed) > 0
+                        && now.saturating_sub(d.asked_at_ns.load(Relaxed)) > DONOR_SILENT_NS
+                    {
+                        // It never took the request up (stopped by a signal, say): not asked
+                        // again for a second.
+                        d.no_donor_until.store(now + 1_000_000_000, Relaxed);
+                    }
+                }
                 if asks < 8 && self.ask_idle_process(self.stage_want(headroom)) {
                     asks += 1;
                     continue;

@@ -39,6 +39,8 @@ pub struct ProcSlot {
     pub active_ns: AtomicU64,
     /// Pages other processes asked this one to evict for them (its reclaim thread takes them).
     pub asked: AtomicU64,
+    /// When `asked` last went from 0 to more.
+    pub asked_at_ns: AtomicU64,
     /// Not to be asked again before this time: its last donation found too little to evict.
     pub no_donor_until: AtomicU64,
     /// The sequence number of its cache's oldest entry on the tree's LRU clock (`lru_clock`),
@@ -323,13 +325,12 @@ impl Segment {
         &self.procs[..n]
     }
 
-    /// The slots of the tree's processes other than slot `me`.
-    fn others(&self, me: usize) -> impl Iterator<Item = &ProcSlot> {
+    /// The slots of the tree's processes other than slot `me`, with their indices.
+    fn others(&self, me: usize) -> impl Iterator<Item = (usize, &ProcSlot)> {
         self.live_slots()
             .iter()
             .enumerate()
             .filter(move |&(i, p)| i != me && p.pid.load(Relaxed) != 0)
-            .map(|(_, p)| p)
     }
 
     /// Fork child slot `child` shares its parent's memory from now on (`parent`: the parent's
@@ -367,30 +368,34 @@ impl Segment {
         let now = self.lru_clock.load(Relaxed);
         let t = crate::sys::now_ns();
         self.others(me)
-            .filter(|p| t.saturating_sub(p.reclaim_seen_ns.load(Relaxed)) < RECLAIM_LIVE_NS)
-            .map(|p| p.lru_oldest.load(Relaxed))
+            .filter(|(_, p)| t.saturating_sub(p.reclaim_seen_ns.load(Relaxed)) < RECLAIM_LIVE_NS)
+            .map(|(_, p)| p.lru_oldest.load(Relaxed))
             .filter(|&o| o != NO_ENTRY)
             .map(|o| o as u32)
             .max_by_key(|&o| now.wrapping_sub(o))
     }
 
     /// The process of the tree idle longest (no fault for at least `idle_ns`) that holds at
-    /// least `min_pages` charged pages and may be asked, other than slot `me`.
+    /// least `min_pages` charged pages and may be asked, other than slot `me`, with its slot's
+    /// index. Its reclaim thread, which does the work, must have gone round lately (a stopped
+    /// process's has not).
     pub fn idle_donor(
         &self,
         me: usize,
         now: u64,
         idle_ns: u64,
         min_pages: i64,
-    ) -> Option<&ProcSlot> {
+    ) -> Option<(usize, &ProcSlot)> {
         self.others(me)
-            .filter(|p| {
-                p.charged.load(Relaxed) >= min_pages && now >= p.no_donor_until.load(Relaxed)
+            .filter(|&(_, p)| {
+                p.charged.load(Relaxed) >= min_pages
+                    && now >= p.no_donor_until.load(Relaxed)
+                    && now.saturating_sub(p.reclaim_seen_ns.load(Relaxed)) < RECLAIM_LIVE_NS
             })
-            .map(|p| (now.saturating_sub(p.active_ns.load(Relaxed)), p))
-            .filter(|&(idle, _)| idle >= idle_ns)
-            .max_by_key(|&(idle, _)| idle)
-            .map(|(_, p)| p)
+            .map(|(i, p)| (now.saturating_sub(p.active_ns.load(Relaxed)), i, p))
+            .filter(|&(idle, _, _)| idle >= idle_ns)
+            .max_by_key(|&(idle, _, _)| idle)
+            .map(|(_, i, p)| (i, p))
     }
 
     /// Takes this pid's earlier images off the totals (their last published charge): a slot
