@@ -1893,9 +1893,7 @@ impl Pager {
     /// anything.
     fn over_budget_own(&self) -> bool {
         if sys::now_ns() < self.seg.donation_deadline_ns.load(Relaxed) {
-            let b = self.seg.budget_bytes.load(Relaxed);
-            let allow = (self.cfg.bg_headroom.max(DONATION_MIN_PAGES) * PAGE) as u64;
-            b != 0 && self.seg.charged_pages() as u64 * PAGE as u64 > b + allow
+            self.over_budget_by(-(self.cfg.bg_headroom.max(DONATION_MIN_PAGES) as i64))
         } else {
             self.over_budget()
         }
@@ -2039,12 +2037,10 @@ impl Pager {
         total as u64
     }
 
-    /// Is the tree's charge above its budget less `margin` pages?
-    fn over_budget_by(&self, margin: usize) -> bool {
-        let b = self.seg.budget_bytes.load(Relaxed);
-        b != 0
-            && self.seg.charged_pages() as u64 * PAGE as u64
-                > b.saturating_sub((margin * PAGE) as u64)
+    /// Is the tree's charge above its budget less `margin` pages (negative: plus)?
+    fn over_budget_by(&self, margin: i64) -> bool {
+        let b = self.seg.budget_bytes.load(Relaxed) as i64;
+        b != 0 && self.seg.charged_pages() * PAGE as i64 > (b - margin * PAGE as i64).max(0)
     }
 
     /// Direct reclaim: evict until the tree is within its budget. When this process has
@@ -2061,7 +2057,7 @@ impl Pager {
         if h > 0
             && self.paused.load(Relaxed) == 0
             && self.reclaimer_up.load(Relaxed)
-            && self.over_budget_by(h)
+            && self.over_budget_by(h as i64)
             && !self.ask_idle_process(self.stage_want(h))
         {
             self.stage(h, fault_addr);

@@ -308,10 +308,15 @@ impl Inner {
         }
     }
 
+    /// The LRU clock's next sequence number (the root's first list's: shared by every list
+    /// of a cache made by `Zswap::for_process_tree`).
+    fn lru_now(&self) -> Option<u32> {
+        Some(self.cgroups.get(0)?.lists.first()?.clock().load(Relaxed))
+    }
+
     /// The sequence number of this cache's oldest LRU entry (every cgroup, every lane).
     pub(crate) fn lru_oldest(&self) -> Option<u32> {
-        let clock = self.cgroups.get(0)?.lists.first()?.clock();
-        let now = clock.load(Relaxed);
+        let now = self.lru_now()?;
         (0..self.cgroups.id_limit())
             .filter_map(|id| self.cgroups.get(id))
             .flat_map(|c| c.lists.iter())
@@ -328,10 +333,9 @@ impl Inner {
         if o == crate::cache::NO_OUTSIDE_ENTRY {
             return false;
         }
-        let Some(l) = self.cgroups.get(0).and_then(|c| c.lists.first()) else {
+        let Some(now) = self.lru_now() else {
             return false;
         };
-        let now = l.clock().load(Relaxed);
         match self.lru_oldest() {
             None => true,
             Some(own) => {
