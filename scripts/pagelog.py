@@ -17,7 +17,8 @@ NAMES = {1: 'FAULT', 2: 'FILL_ZERO', 3: 'FILL_EVICTED', 4: 'FILL_RESIDENT', 5: '
          6: 'CLAIM', 7: 'MOVED', 8: 'NOT_MOVED', 9: 'STORED', 10: 'COPY_BACK', 11: 'DROP',
          12: 'REMAP', 13: 'FORK_PREPARE', 14: 'FORK_PARENT', 15: 'FORK_CHILD',
          16: 'KEPT_DROPPED', 17: 'MOVE_ERR', 18: 'MOVE_MISREPORTED', 19: 'HOLE',
-         20: 'PIN_FILL', 21: 'FILL_FAILED', 22: 'FAULT_BACK'}
+         20: 'PIN_FILL', 21: 'FILL_FAILED', 22: 'FAULT_BACK',
+         23: 'COPIED_OUT'}
 RANGE_BYTES = {11, 12}      # DROP, REMAP: state = length in bytes
 RANGE_PAGES = {2, 5}        # FILL_ZERO, READAHEAD: state = pages
 FORKS = {13, 14, 15}

@@ -399,6 +399,27 @@ pub unsafe fn munmap(addr: usize, len: usize) -> i32 {
     ret0(r)
 }
 
+/// `mprotect` (`pkey_mprotect` with `pkey`): on managed memory, made under the regions write
+/// lock. An eviction of a read-only page reads it and then drops it (`UFFDIO_MOVE` takes only
+/// pages of writable mappings), holding the lock for reading: a protection change between the
+/// two would let a write in that the drop then discards.
+///
+/// # Safety
+/// As `mprotect(2)`.
+pub unsafe fn mprotect(addr: usize, len: usize, prot: i32, pkey: Option<i32>) -> i32 {
+    let p = match crate::pager() {
+        Some(p) if !sys::in_pager() && p.maybe_managed(addr, len) => p,
+        // SAFETY: forwarded.
+        _ => return ret0(unsafe { sys::raw_mprotect(addr, len, prot, pkey) }),
+    };
+    let _b = SigBlock::new();
+    let guard = p.lock_range(addr, len);
+    // SAFETY: forwarded.
+    let r = unsafe { sys::raw_mprotect(addr, len, prot, pkey) };
+    drop(guard);
+    ret0(r)
+}
+
 fn ret0(r: Result<(), i32>) -> i32 {
     match r {
         Ok(()) => 0,
@@ -447,11 +468,23 @@ pub unsafe fn madvise(addr: usize, len: usize, mut advice: i32) -> i32 {
             drop(guard);
             return ret0(r);
         }
-        // A fork child must read zeros in a `MADV_WIPEONFORK` range and has no `MADV_DONTFORK`
-        // range at all, where a child's pager would fill the first from the parent's evicted
-        // pages and could not register the second (the child exited 125): both are taken out
-        // of paging.
-        libc::MADV_WIPEONFORK | libc::MADV_DONTFORK => p.unmanage_range(addr, len),
+        // A fork child must read zeros in a `MADV_WIPEONFORK` range, where a child's pager
+        // would fill it from the parent's evicted pages: taken out of paging.
+        libc::MADV_WIPEONFORK => p.unmanage_range(addr, len),
+        // A fork child has no `MADV_DONTFORK` range at all: its pager leaves the range out
+        // (it could not register it, and the child exited 125). The parent keeps it managed:
+        // V8 gives its heap this advice (Node 20: some 280 calls in a short run), which was
+        // taken out of paging and out of the budget until 2026-11-29.
+        libc::MADV_DONTFORK | libc::MADV_DOFORK => {
+            let guard = p.lock_range(addr, len);
+            // SAFETY: forwarded.
+            let r = unsafe { sys::raw_madvise(addr, len, advice) };
+            if guard.is_some() && matches!(r, Ok(()) | Err(libc::ENOMEM)) {
+                p.mark_dontfork(addr, len, advice == libc::MADV_DONTFORK);
+            }
+            drop(guard);
+            return ret0(r);
+        }
         MADV_POPULATE_READ | MADV_POPULATE_WRITE => {
             // SAFETY: forwarded.
             let r = unsafe { sys::raw_madvise(addr, len, advice) };

@@ -42,6 +42,8 @@ pub mod ev {
     pub const FILL_FAILED: u64 = 21;
     /// A fault took a staged page back from the staging area.
     pub const FAULT_BACK: u64 = 22;
+    /// Pages of a read-only mapping copied out for eviction (state: how many).
+    pub const COPIED_OUT: u64 = 23;
 }
 
 /// Records an event when the log is on; the arguments are evaluated only then.

@@ -449,6 +449,14 @@ pub struct Pager {
     /// Loads that only compared a kept copy (pool, swap file): not swap-ins, taken out of
     /// zswpin and pswpin.
     verify_loads: [AtomicU64; 2],
+    /// This address space's `/proc/self/maps` and `/proc/self/mem` (-1: not opened yet),
+    /// opened at the first eviction `UFFDIO_MOVE` refuses (`copy_out_read_only`).
+    maps_fd: AtomicI32,
+    mem_fd: AtomicI32,
+    /// Page ranges the program gave `MADV_DONTFORK` (sorted, disjoint): a fork child has no
+    /// such memory, so its pager leaves them out (`after_fork_child`). Changed only under the
+    /// regions write lock, which a fork holds too.
+    dontfork: Mutex<Vec<(usize, usize)>>,
 }
 
 impl Pager {
@@ -456,6 +464,13 @@ impl Pager {
         crate::uffd::init_test_hooks();
         FUTEX_IN_UNLOCK.store(
             std::env::var_os("UZSWAP_TEST_FUTEX_IN_UNLOCK").is_some(),
+            Relaxed,
+        );
+        COPY_OUT_PAUSE_US.store(
+            std::env::var("UZSWAP_TEST_COPY_OUT_PAUSE_US")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0),
             Relaxed,
         );
         let uffd = Uffd::new().map_err(|(what, e)| {
@@ -525,7 +540,61 @@ impl Pager {
                 .ok()
                 .and_then(|d| crate::record::Recorder::open(&d)),
             verify_loads: [AtomicU64::new(0), AtomicU64::new(0)],
+            maps_fd: AtomicI32::new(-1),
+            mem_fd: AtomicI32::new(-1),
+            dontfork: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The program gave `[addr, addr+len)` `MADV_DONTFORK` (`on`) or `MADV_DOFORK`, and the
+    /// kernel took it (caller: the regions write lock held, `lock_range`). The range stays
+    /// managed: in this process it is memory like any other.
+    pub fn mark_dontfork(&self, addr: usize, len: usize, on: bool) {
+        let lo = addr & !(PAGE - 1);
+        let hi = addr.saturating_add(len).div_ceil(PAGE) * PAGE;
+        let mut v = self.dontfork.lock();
+        ranges_remove(&mut v, lo, hi);
+        if on {
+            ranges_add(&mut v, lo, hi);
+        }
+    }
+
+    /// The descriptor in `cell` (`maps_fd`, `mem_fd`), opening `path` the first time.
+    fn proc_fd(cell: &AtomicI32, path: &std::ffi::CStr) -> i32 {
+        let fd = cell.load(Acquire);
+        if fd >= 0 {
+            return fd;
+        }
+        // SAFETY: a NUL-terminated path; the descriptor is ours (adopted below).
+        let fd = crate::fds::adopt(
+            unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) },
+            false,
+        );
+        if fd < 0 {
+            return -1;
+        }
+        match cell.compare_exchange(-1, fd, AcqRel, Acquire) {
+            Ok(_) => fd,
+            Err(other) => {
+                crate::fds::forget(fd);
+                // SAFETY: our own descriptor, which nothing else has seen.
+                unsafe { sys::raw_close(fd) };
+                other
+            }
+        }
+    }
+
+    /// Closes `maps_fd` and `mem_fd` (a fork child: the inherited ones read the parent's
+    /// address space); the next use opens this one's.
+    fn close_proc_fds(&self) {
+        for cell in [&self.maps_fd, &self.mem_fd] {
+            let fd = cell.swap(-1, AcqRel);
+            if fd >= 0 {
+                crate::fds::forget(fd);
+                // SAFETY: our own descriptor (the inherited copy), used by nothing else now.
+                unsafe { sys::raw_close(fd) };
+            }
+        }
     }
 
     /// A new swap file for area `area` as configured. Buffered files are made at their first
@@ -736,6 +805,11 @@ impl Pager {
         let hi = (addr + len).div_ceil(PAGE) * PAGE;
         let mut any = false;
         crate::page_log!(lo, ev::DROP, (hi - lo) as u64, unmap as u64);
+        if unmap {
+            // Whatever is mapped there next is a new mapping, without `MADV_DONTFORK` (a
+            // stale range would take a child's managed memory out of its books).
+            ranges_remove(&mut self.dontfork.lock(), lo, hi);
+        }
         for (_, r) in map.range(..hi).rev().take_while(|(_, r)| r.end() > lo) {
             any = true;
             let a = lo.max(r.start);
@@ -823,6 +897,12 @@ impl Pager {
             Self::cut(&mut map, old, old + old_len);
             self.resident.fetch_sub(kept, Relaxed);
             self.uncharge(kept, inh);
+            // A moved or grown mapping keeps its flags, `MADV_DONTFORK`'s among them.
+            let mut v = self.dontfork.lock();
+            if ranges_meet(&v, old, old + old_len) {
+                ranges_remove(&mut v, old, old + old_len);
+                ranges_add(&mut v, new, new + new_len.div_ceil(PAGE) * PAGE);
+            }
         }
         if self.manage(new, new_len) {
             // The pages that held data are resident at the new place (one the kernel lacks
@@ -2817,14 +2897,42 @@ impl Pager {
         let mut moved = 0u64;
         let mut k = 0;
         let mut tries = 0;
+        // Where this call's range ends: short of `n` while a run that crosses into another
+        // mapping is moved up to the first mapping's end (a move may not cross mappings).
+        let mut upto = n;
         while k < n {
-            let res = self
-                .uffd()
-                .move_out(scratch + k * PAGE, r.addr(first + k), (n - k) * PAGE);
+            if k >= upto {
+                upto = n;
+            }
+            let res =
+                self.uffd()
+                    .move_out(scratch + k * PAGE, r.addr(first + k), (upto - k) * PAGE);
+            if let (Err(UffdError::MoveFailed { errno, done: 0 }), true) = (&res, upto == n) {
+                if *errno == libc::EINVAL {
+                    match self.copy_out_read_only(r.addr(first + k), n - k, scratch + k * PAGE) {
+                        Refused::Copied(c) => {
+                            moved |= span(k, k + c);
+                            k += c;
+                            tries = 0;
+                            continue;
+                        }
+                        Refused::Clip(c) => {
+                            upto = k + c;
+                            continue;
+                        }
+                        Refused::Other => {}
+                    }
+                }
+            }
             let (done, retry) = match res {
                 Ok(()) => {
-                    moved |= span(k, n);
-                    break;
+                    moved |= span(k, upto);
+                    if upto == n {
+                        break;
+                    }
+                    k = upto;
+                    tries = 0;
+                    continue;
                 }
                 Err(UffdError::Busy { done }) => {
                     let d = done / PAGE;
@@ -2894,6 +3002,75 @@ impl Pager {
             }
         }
         moved
+    }
+
+    /// `UFFDIO_MOVE` refused the page at `addr` (EINVAL), the first of up to `max` pages of a
+    /// run this eviction claimed: what its mapping allows instead.
+    /// - A private anonymous mapping without write permission (a JIT's finished code, a heap
+    ///   made read-only, `PROT_NONE`): the move takes pages only between writable mappings
+    ///   ("userfaultfd: UFFDIO_MOVE uABI", 6.8), so these pages are read through
+    ///   `/proc/self/mem` (which reads whatever the protection, and fails on a missing page
+    ///   instead of faulting), copied into the scratch slots from `dst` on and dropped from
+    ///   their place. Nothing can write them in between: the mapping is read-only, and its
+    ///   protection can't change before this eviction is done, because `mprotect` of managed
+    ///   memory takes the regions lock for writing (`hooks::mprotect`) and every eviction
+    ///   holds it for reading. The kernel swaps such pages like any others; they stayed
+    ///   resident, out of reach of the budget, before (docs/pager.md, "Read-only pages").
+    /// - A writable mapping that ends inside the run: the caller moves up to its end first.
+    fn copy_out_read_only(&self, addr: usize, max: usize, dst: usize) -> Refused {
+        let maps = Self::proc_fd(&self.maps_fd, c"/proc/self/maps");
+        let Some(vma) = (maps >= 0).then(|| sys::vma_at(maps, addr)).flatten() else {
+            return Refused::Other;
+        };
+        if vma.start > addr || vma.end <= addr {
+            return Refused::Other;
+        }
+        let within = ((vma.end - addr) / PAGE).min(max);
+        if vma.writable {
+            return if within < max {
+                Refused::Clip(within)
+            } else {
+                Refused::Other
+            };
+        }
+        if vma.shared || vma.file {
+            return Refused::Other;
+        }
+        let mem = Self::proc_fd(&self.mem_fd, c"/proc/self/mem");
+        if mem < 0 {
+            return Refused::Other;
+        }
+        let mut buf = [0u8; PAGE];
+        let mut c = 0;
+        while c < within {
+            if sys::read_mem(mem, addr + c * PAGE, &mut buf) != Ok(PAGE)
+                || self
+                    .uffd()
+                    .copy(dst + c * PAGE, buf.as_ptr(), PAGE, false)
+                    .is_err()
+            {
+                break;
+            }
+            c += 1;
+        }
+        if c == 0 {
+            return Refused::Other;
+        }
+        let pause = COPY_OUT_PAUSE_US.load(Relaxed);
+        if pause > 0 {
+            std::thread::sleep(std::time::Duration::from_micros(pause));
+        }
+        // SAFETY: pages of the program claimed BUSY by this eviction, whose content is in the
+        // scratch slots now and which nothing can have written since (above).
+        if unsafe { sys::raw_madvise(addr, c * PAGE, libc::MADV_DONTNEED) }.is_err() {
+            // Still in place: give the scratch slots back empty.
+            // SAFETY: our own scratch slots, holding copies only.
+            let _ = unsafe { sys::raw_madvise(dst, c * PAGE, libc::MADV_DONTNEED) };
+            return Refused::Other;
+        }
+        crate::page_log!(addr, ev::COPIED_OUT, c as u64, 0);
+        self.seg.evict_read_only.fetch_add(c as u64, Relaxed);
+        Refused::Copied(c)
     }
 
     /// Stores one page under a new slot of this process's swap area (pool, or the file).
@@ -3208,6 +3385,33 @@ impl Pager {
         }
         .map_err(|e| format!("scratch: errno {e}"))?;
         drop(rc);
+        // `MADV_DONTFORK` ranges are not in the child at all: out of its books, before
+        // anything registers or counts them. Their evicted pages' slots (the child's copies)
+        // are forgotten once the child's swap file is its own, with the kept copies below.
+        let mut forgotten = Vec::new();
+        {
+            let mut map = self.regions.write();
+            let mut gone = 0i64;
+            for (lo, hi) in std::mem::take(&mut *self.dontfork.lock()) {
+                for (_, r) in map.range(..hi).rev().take_while(|(_, r)| r.end() > lo) {
+                    for i in r.index(lo.max(r.start))..r.index(hi.min(r.end()) - 1) + 1 {
+                        let s = r.state(i).swap(ABSENT, Relaxed);
+                        match region::kind(s) {
+                            RESIDENT => {
+                                gone += 1;
+                                if s & KEPT != 0 {
+                                    forgotten.push(region::slot_of(s));
+                                }
+                            }
+                            EVICTED => forgotten.push(region::slot_of(s)),
+                            _ => {}
+                        }
+                    }
+                }
+                Self::cut(&mut map, lo, hi);
+            }
+            self.resident.fetch_sub(gone, Relaxed);
+        }
         let map = self.regions.read_recursive();
         for r in map.values() {
             // SAFETY: the same managed ranges, now in the child's address space.
@@ -3252,7 +3456,7 @@ impl Pager {
         // 6.7 MiB pool against 3.4 without the fork.) The parent waits for the copy
         // (`wait_for_fork_child`).
         self.take_own_swap_file(&map)?;
-        for slot in kept {
+        for slot in kept.into_iter().chain(forgotten) {
             self.forget_slot(slot);
         }
         if self.uffd().tracking() {
@@ -3260,6 +3464,7 @@ impl Pager {
         } else {
             self.scanner.close();
         }
+        self.close_proc_fds();
         self.inherited.store(inh, Relaxed);
         // An inherited pagemap is the parent's address space.
         self.close_shared_pagemap();
@@ -3377,6 +3582,64 @@ impl DropGuard<'_> {
     }
 }
 
+/// Adds `[lo, hi)` to a sorted list of disjoint ranges, merging what it meets or touches.
+fn ranges_add(v: &mut Vec<(usize, usize)>, lo: usize, hi: usize) {
+    if lo >= hi {
+        return;
+    }
+    let (mut lo, mut hi) = (lo, hi);
+    let first = v.partition_point(|&(_, e)| e < lo);
+    let mut last = first;
+    while last < v.len() && v[last].0 <= hi {
+        lo = lo.min(v[last].0);
+        hi = hi.max(v[last].1);
+        last += 1;
+    }
+    v.splice(first..last, [(lo, hi)]);
+}
+
+/// Takes `[lo, hi)` out of a sorted list of disjoint ranges (splitting one that straddles it).
+fn ranges_remove(v: &mut Vec<(usize, usize)>, lo: usize, hi: usize) {
+    if lo >= hi || !ranges_meet(v, lo, hi) {
+        return;
+    }
+    let mut out = Vec::with_capacity(v.len() + 1);
+    for &(s, e) in v.iter() {
+        if e <= lo || s >= hi {
+            out.push((s, e));
+            continue;
+        }
+        if s < lo {
+            out.push((s, lo));
+        }
+        if e > hi {
+            out.push((hi, e));
+        }
+    }
+    *v = out;
+}
+
+/// Whether any range of the sorted list meets `[lo, hi)`.
+fn ranges_meet(v: &[(usize, usize)], lo: usize, hi: usize) -> bool {
+    let i = v.partition_point(|&(_, e)| e <= lo);
+    i < v.len() && v[i].0 < hi
+}
+
+/// What [`Pager::copy_out_read_only`] did with a page `UFFDIO_MOVE` refused.
+enum Refused {
+    /// Copied out and dropped this many pages (the first included).
+    Copied(usize),
+    /// The page's mapping is writable and ends this many pages on: move up to there first.
+    Clip(usize),
+    /// Nothing: the page stays where it is.
+    Other,
+}
+
+/// Test hook (`UZSWAP_TEST_COPY_OUT_PAUSE_US`): a pause between reading read-only pages and
+/// dropping them (`Pager::copy_out_read_only`), which widens the window a protection change
+/// would have to slip into.
+static COPY_OUT_PAUSE_US: AtomicU64 = AtomicU64::new(0);
+
 /// Test hook (`UZSWAP_TEST_FUTEX_IN_UNLOCK`): as the regions write lock is released after a
 /// drop, make a `futex` call on the program's memory through the same libc symbol, so that
 /// the hang above would show on every drop instead of once in many runs.
@@ -3446,6 +3709,27 @@ mod tests {
 
     /// Background reclaim never stages the page a fault just brought back, nor its neighbours:
     /// they go back to resident and referenced, and the runs around them split.
+    #[test]
+    fn dontfork_ranges_merge_split_and_meet() {
+        let mut v = Vec::new();
+        ranges_add(&mut v, 10, 20);
+        ranges_add(&mut v, 30, 40);
+        ranges_add(&mut v, 20, 25); // touches the first: merged
+        assert_eq!(v, [(10, 25), (30, 40)]);
+        ranges_add(&mut v, 24, 31); // bridges both
+        assert_eq!(v, [(10, 40)]);
+        ranges_remove(&mut v, 15, 18);
+        assert_eq!(v, [(10, 15), (18, 40)]);
+        ranges_remove(&mut v, 0, 12);
+        assert_eq!(v, [(12, 15), (18, 40)]);
+        assert!(ranges_meet(&v, 14, 16) && ranges_meet(&v, 39, 50));
+        assert!(!ranges_meet(&v, 15, 18) && !ranges_meet(&v, 40, 50) && !ranges_meet(&v, 0, 12));
+        ranges_remove(&mut v, 0, 100);
+        assert!(v.is_empty());
+        ranges_add(&mut v, 5, 5);
+        assert!(v.is_empty());
+    }
+
     #[test]
     fn spare_gives_back_the_faulting_page_and_its_neighbours() {
         let r = Arc::new(Region::new(0x7000_0000, 16).unwrap());

@@ -124,6 +124,9 @@ pub struct Segment {
     /// `HANDOFF_WAKE_NS`).
     pub pool_handoff_woken_ns: AtomicU64,
     pub evict_busy: AtomicU64,
+    /// Of `evictions`, pages of read-only mappings, which `UFFDIO_MOVE` refuses, copied out
+    /// instead (`Pager::copy_out_read_only`).
+    pub evict_read_only: AtomicU64,
     /// Staged pages a fault took back before the reclaim thread stored them.
     pub staged_faulted_back: AtomicU64,
     /// Pages `UFFDIO_MOVE` moved while reporting an error (found in the scratch area).

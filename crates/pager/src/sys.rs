@@ -298,6 +298,106 @@ pub unsafe fn raw_madvise(addr: usize, len: usize, advice: i32) -> Result<(), i3
     .map(|_| ())
 }
 
+/// `mprotect(2)` as a raw system call; with `pkey`, `pkey_mprotect(2)`.
+///
+/// # Safety
+/// As `mprotect(2)`: the caller answers for what the new protection does to the range's users.
+pub unsafe fn raw_mprotect(
+    addr: usize,
+    len: usize,
+    prot: i32,
+    pkey: Option<i32>,
+) -> Result<(), i32> {
+    let prot = prot as isize as usize;
+    // SAFETY: forwarded under the caller's contract.
+    unsafe {
+        match pkey {
+            None => direct_syscall(libc::SYS_mprotect, [addr, len, prot, 0, 0, 0]),
+            Some(k) => direct_syscall(
+                libc::SYS_pkey_mprotect,
+                [addr, len, prot, k as isize as usize, 0, 0],
+            ),
+        }
+    }
+    .map(|_| ())
+}
+
+/// One mapping of this address space as `PROCMAP_QUERY` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Vma {
+    pub start: usize,
+    pub end: usize,
+    pub writable: bool,
+    pub shared: bool,
+    pub file: bool,
+}
+
+/// `struct procmap_query` (include/uapi/linux/fs.h, "fs/procfs: implement efficient VMA
+/// querying API for /proc/<pid>/maps", 6.11).
+#[repr(C)]
+#[derive(Default)]
+struct ProcmapQuery {
+    size: u64,
+    query_flags: u64,
+    query_addr: u64,
+    vma_start: u64,
+    vma_end: u64,
+    vma_flags: u64,
+    vma_page_size: u64,
+    vma_offset: u64,
+    inode: u64,
+    dev_major: u32,
+    dev_minor: u32,
+    vma_name_size: u32,
+    build_id_size: u32,
+    vma_name_addr: u64,
+    build_id_addr: u64,
+}
+
+/// `_IOWR('f', 17, struct procmap_query)`.
+const PROCMAP_QUERY: u64 =
+    (3 << 30) | ((std::mem::size_of::<ProcmapQuery>() as u64) << 16) | ((b'f' as u64) << 8) | 17;
+const PROCMAP_QUERY_VMA_WRITABLE: u64 = 0x02;
+const PROCMAP_QUERY_VMA_SHARED: u64 = 0x08;
+
+/// The mapping covering `addr`, asked of `maps_fd` (this address space's `/proc/self/maps`):
+/// one `ioctl`, no text to parse. `None` if nothing maps `addr` or the kernel lacks the query
+/// (before 6.11).
+pub fn vma_at(maps_fd: i32, addr: usize) -> Option<Vma> {
+    let mut q = ProcmapQuery {
+        size: std::mem::size_of::<ProcmapQuery>() as u64,
+        query_addr: addr as u64,
+        ..Default::default()
+    };
+    // SAFETY: the kernel reads and writes `q` (its size is in `size`); no name or build ID is
+    // asked for (sizes 0), so it writes nowhere else.
+    let r = unsafe { libc::ioctl(maps_fd, PROCMAP_QUERY as _, &mut q as *mut ProcmapQuery) };
+    (r == 0).then_some(Vma {
+        start: q.vma_start as usize,
+        end: q.vma_end as usize,
+        writable: q.vma_flags & PROCMAP_QUERY_VMA_WRITABLE != 0,
+        shared: q.vma_flags & PROCMAP_QUERY_VMA_SHARED != 0,
+        file: q.inode != 0,
+    })
+}
+
+/// Reads `buf.len()` bytes of this address space at `addr` through `mem_fd` (its
+/// `/proc/self/mem`), whatever the mapping's protection (the kernel reads with `FOLL_FORCE`)
+/// and without a fault of this thread: a page that is not there (a missing page of a
+/// userfaultfd range) fails the read instead. Returns the bytes read.
+pub fn read_mem(mem_fd: i32, addr: usize, buf: &mut [u8]) -> Result<usize, i32> {
+    // SAFETY: the kernel writes at most `buf.len()` bytes into `buf`, which we own.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_pread64,
+            mem_fd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            addr as libc::off_t,
+        )
+    })
+}
+
 /// `mincore(2)`: one byte per page of `[addr, addr + vec.len() * PAGE)`, bit 0 set where
 /// the page is mapped.
 pub fn mincore(addr: usize, vec: &mut [u8]) -> Result<(), i32> {

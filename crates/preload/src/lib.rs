@@ -1050,6 +1050,27 @@ pub unsafe extern "C" fn posix_madvise(a: *mut c_void, l: usize, adv: c_int) -> 
 }
 
 /// # Safety
+/// As `mprotect(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn mprotect(a: *mut c_void, l: usize, prot: c_int) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { hooks::mprotect(a as usize, l, prot, None) }
+}
+
+/// # Safety
+/// As `pkey_mprotect(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn pkey_mprotect(
+    a: *mut c_void,
+    l: usize,
+    prot: c_int,
+    pkey: c_int,
+) -> c_int {
+    // SAFETY: forwarded.
+    unsafe { hooks::mprotect(a as usize, l, prot, Some(pkey)) }
+}
+
+/// # Safety
 /// As `mremap(2)` (the fifth argument is read only with MREMAP_FIXED).
 #[no_mangle]
 pub unsafe extern "C" fn mremap(
@@ -1627,6 +1648,12 @@ pub unsafe extern "C" fn syscall(
         libc::SYS_munmap => return unsafe { hooks::munmap(a, n) }.into(),
         // SAFETY: as above.
         libc::SYS_madvise => return unsafe { hooks::madvise(a, n, a3 as c_int) }.into(),
+        // SAFETY: as above.
+        libc::SYS_mprotect => return unsafe { hooks::mprotect(a, n, a3 as c_int, None) }.into(),
+        libc::SYS_pkey_mprotect => {
+            // SAFETY: as above.
+            return unsafe { hooks::mprotect(a, n, a3 as c_int, Some(a4 as c_int)) }.into();
+        }
         libc::SYS_mremap => {
             let fixed = a4 as c_int & libc::MREMAP_FIXED != 0;
             let na = if fixed { a5 as usize } else { 0 };
