@@ -2920,6 +2920,11 @@ impl Pager {
                             upto = k + c;
                             continue;
                         }
+                        Refused::Skip(c) => {
+                            k += c;
+                            tries = 0;
+                            continue;
+                        }
                         Refused::Other => {}
                     }
                 }
@@ -3017,6 +3022,9 @@ impl Pager {
     ///   holds it for reading. The kernel swaps such pages like any others; they stayed
     ///   resident, out of reach of the budget, before (docs/pager.md, "Read-only pages").
     /// - A writable mapping that ends inside the run: the caller moves up to its end first.
+    /// - A writable mapping the move refuses for another reason (executable too, or locked by
+    ///   the kernel), or a shared or file mapping: its pages of the run stay resident, given up
+    ///   at once rather than one failed move and query each.
     fn copy_out_read_only(&self, addr: usize, max: usize, dst: usize) -> Refused {
         let maps = Self::proc_fd(&self.maps_fd, c"/proc/self/maps");
         let Some(vma) = (maps >= 0).then(|| sys::vma_at(maps, addr)).flatten() else {
@@ -3026,15 +3034,11 @@ impl Pager {
             return Refused::Other;
         }
         let within = ((vma.end - addr) / PAGE).min(max);
-        if vma.writable {
-            return if within < max {
-                Refused::Clip(within)
-            } else {
-                Refused::Other
-            };
+        if vma.writable && within < max {
+            return Refused::Clip(within);
         }
-        if vma.shared || vma.file {
-            return Refused::Other;
+        if vma.writable || vma.shared || vma.file {
+            return Refused::Skip(within);
         }
         let mem = Self::proc_fd(&self.mem_fd, c"/proc/self/mem");
         if mem < 0 {
@@ -3631,6 +3635,9 @@ enum Refused {
     Copied(usize),
     /// The page's mapping is writable and ends this many pages on: move up to there first.
     Clip(usize),
+    /// Neither can be done for this many pages (the rest of the page's mapping in the run):
+    /// they stay where they are.
+    Skip(usize),
     /// Nothing: the page stays where it is.
     Other,
 }
