@@ -35,7 +35,9 @@
 //! (merged into contiguous ranges, one `madvise` and one TLB shootdown per range). The checks
 //! run on slow paths only (a zspage taken or given back); [`Arena::trim`] returns everything at
 //! once (compaction and `Pool::trim` call it). Decay 0 returns every freed run at once, as the
-//! kernel does.
+//! kernel does. A huge-page chunk that gives runs back while others are in use is advised
+//! `MADV_NOHUGEPAGE` until it goes back whole, so that khugepaged does not collapse it into a
+//! huge page again, refilling the frames just given back (`Arena::release`).
 //!
 //! **Huge pages** ([`MemoryPolicy::transparent_huge_pages`], used only where the kernel's THP
 //! mode is not `never`): the first half of the reservation is `MADV_HUGEPAGE`, the second
@@ -169,6 +171,9 @@ struct Chunk {
     /// When a run was last freed into it (ms since the arena's epoch): the decay clock of its
     /// cached runs. For a prepared chunk, when it was prepared.
     last_free: u64,
+    /// A huge-page chunk advised `MADV_NOHUGEPAGE` because runs of it went back to the OS while
+    /// others are in use (see `Arena::release`); advised back when it goes back whole.
+    thp_off: bool,
 }
 
 impl Chunk {
@@ -178,6 +183,7 @@ impl Chunk {
         cached: 0,
         populated: false,
         last_free: 0,
+        thp_off: false,
     };
 }
 
@@ -243,6 +249,7 @@ impl Chunks {
 }
 
 /// Memory to give back to the OS, decided under the arena lock and done after dropping it.
+#[derive(Clone, Copy)]
 enum Release {
     /// A wholly free chunk: one `madvise`, then the chunk goes to `returned`.
     Chunk(u32),
@@ -1048,9 +1055,45 @@ impl Arena {
 
     /// Gives `out` (taken out of every list under the lock, so owned by the caller) back to the
     /// OS, merging contiguous ranges into one `madvise`, then lists it as reusable.
+    ///
+    /// A huge-page chunk that gives back runs while others are in use is advised
+    /// `MADV_NOHUGEPAGE` first: the kernel's khugepaged collapses a 2 MiB range of a
+    /// `MADV_HUGEPAGE` mapping into a huge page again when as few as one of its 512 pages is
+    /// mapped (`max_ptes_none` 511 by default), refilling the chunk's free frames and undoing
+    /// the discard. A pool under `uzswap run` limited to 13.8 MiB had 20-28 MiB resident in its
+    /// mapping after a minute of churn, 6-12 MiB of it huge pages. The chunk gets its
+    /// `MADV_HUGEPAGE` back when it goes back whole (its next use faults one huge page again).
     fn release(&self, out: Vec<Release>) {
         if out.is_empty() {
             return;
+        }
+        {
+            // Under the lock, so that the advice given last is the one the flag says.
+            let mut g = self.inner.lock();
+            for r in &out {
+                let c = match *r {
+                    Release::Chunk(c) => c,
+                    Release::Run(f, _) => ArenaInner::chunk_of(f),
+                };
+                if g.chunks.region(c) != HUGE {
+                    continue;
+                }
+                let ch = g.chunk(c);
+                let huge = match (*r, ch.thp_off) {
+                    (Release::Run(..), false) => false,
+                    (Release::Chunk(_), true) => true,
+                    _ => continue,
+                };
+                ch.thp_off = !huge;
+                // SAFETY: a whole chunk inside the reservation; only its flag changes.
+                unsafe {
+                    sys::advise(
+                        self.base.add(c as usize * CHUNK_FRAMES * PAGE_SIZE),
+                        self.chunk_len(c) * PAGE_SIZE,
+                        huge,
+                    )
+                };
+            }
         }
         let mut ranges: Vec<(usize, usize)> = out
             .iter()
