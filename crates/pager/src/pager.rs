@@ -3714,8 +3714,6 @@ mod tests {
         assert_eq!(uzswap_zswap::options::OPTIONS.len(), 12);
     }
 
-    /// Background reclaim never stages the page a fault just brought back, nor its neighbours:
-    /// they go back to resident and referenced, and the runs around them split.
     #[test]
     fn dontfork_ranges_merge_split_and_meet() {
         let mut v = Vec::new();
@@ -3737,6 +3735,8 @@ mod tests {
         assert!(v.is_empty());
     }
 
+    /// Background reclaim never stages the page a fault just brought back, nor its neighbours:
+    /// they go back to resident and referenced, and the runs around them split.
     #[test]
     fn spare_gives_back_the_faulting_page_and_its_neighbours() {
         let r = Arc::new(Region::new(0x7000_0000, 16).unwrap());
