@@ -3714,6 +3714,9 @@ mod tests {
         assert_eq!(uzswap_zswap::options::OPTIONS.len(), 12);
     }
 
+    /// The list of `MADV_DONTFORK` ranges: an added range merges with those it meets or
+    /// touches, a removed one splits a range that straddles it, and ranges meet only where
+    /// they overlap (ends are exclusive).
     #[test]
     fn dontfork_ranges_merge_split_and_meet() {
         let mut v = Vec::new();
