@@ -1952,4 +1952,84 @@ mod tests {
         assert_eq!(a.trim(), cached);
         assert_eq!(a.cached_pages(), 0);
     }
+    /// Whether the mapping holding `addr` carries `MADV_NOHUGEPAGE` ("nh" in its VmFlags).
+    fn no_huge_pages_at(addr: usize) -> bool {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some((range, _)) = line.split_once(' ') {
+                if let Some((lo, hi)) = range.split_once('-') {
+                    if let (Ok(lo), Ok(hi)) =
+                        (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+                    {
+                        inside = lo <= addr && addr < hi;
+                        continue;
+                    }
+                }
+            }
+            if inside && line.starts_with("VmFlags:") {
+                return line.split_whitespace().any(|f| f == "nh");
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    /// A huge-page chunk that gives runs back while others are in use is kept from
+    /// khugepaged, which would collapse it into a huge page again and refill the frames just
+    /// given back (`MADV_COLLAPSE` stands in for it here: it collapses at once, where
+    /// khugepaged takes its time); the chunk gets its huge pages back when it goes back whole.
+    #[test]
+    fn a_partly_returned_huge_chunk_is_not_collapsed_again() {
+        let a = Arena::with_policy(
+            8 * CHUNK_FRAMES,
+            MemoryPolicy {
+                transparent_huge_pages: true,
+                huge_first_chunk: true,
+                free_page_decay_ms: 0,
+                ..MemoryPolicy::default()
+            },
+        )
+        .unwrap();
+        if cfg!(miri) || a.small_base == 0 {
+            println!("SKIPPED: no transparent huge pages here");
+            return;
+        }
+        let runs: Vec<u32> = (0..128).map(|_| a.alloc_run(4).unwrap()).collect();
+        assert!(runs.iter().all(|&r| (r as usize) < CHUNK_FRAMES));
+        // The first chunk carved whole and closed: the next run opens another.
+        assert!(a.alloc_run(4).unwrap() as usize >= CHUNK_FRAMES);
+        for &r in &runs {
+            // SAFETY: the runs are ours alone in this test.
+            unsafe { a.write(r as usize * PAGE_SIZE, &[7u8; 4 * PAGE_SIZE]) };
+        }
+        let chunk = a.base as usize;
+        assert!(!no_huge_pages_at(chunk));
+        for &r in runs.iter().skip(1).step_by(2) {
+            a.free_run(r, 4);
+        }
+        assert!(no_huge_pages_at(chunk));
+        // MADV_COLLAPSE (Linux 6.1): refused for a mapping advised against huge pages.
+        // SAFETY: advice on our own mapping; a collapse would change no byte of it.
+        let r = unsafe { libc::madvise(chunk as *mut libc::c_void, CHUNK_FRAMES * PAGE_SIZE, 25) };
+        assert_ne!(r, 0, "the partly returned chunk was collapsed");
+        let mut vec = vec![0u8; CHUNK_FRAMES];
+        // SAFETY: the kernel writes one byte per page of the chunk into `vec`.
+        let r = unsafe {
+            libc::mincore(
+                chunk as *mut libc::c_void,
+                CHUNK_FRAMES * PAGE_SIZE,
+                vec.as_mut_ptr(),
+            )
+        };
+        assert_eq!(r, 0);
+        let resident = vec.iter().filter(|&&v| v & 1 != 0).count();
+        assert_eq!(resident, CHUNK_FRAMES / 2, "frames given back came back");
+        for &r in runs.iter().step_by(2) {
+            a.free_run(r, 4);
+        }
+        assert!(
+            !no_huge_pages_at(chunk),
+            "a chunk gone back whole gets huge pages again"
+        );
+    }
 }
