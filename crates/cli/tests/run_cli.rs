@@ -4782,6 +4782,72 @@ fn an_idle_process_evicts_for_a_busy_one() {
     );
 }
 
+/// A process busy over its resident memory (reading it in a loop, so taking no fault) beside
+/// another that fills 24 MiB and walks it three times under 32M is not taken for idle: its CPU
+/// time shows it is busy, so it is not asked to evict its hot pages for the other
+/// (`evictions_for_others` 0). Judged by faults alone it was asked after 200 ms and gave 512-1024
+/// pages, which it faulted straight back; a memory cgroup's LRU, which sees the reads, keeps
+/// them too (the kernel under 32M took 18.5 thousand swap-ins, the writer's).
+#[test]
+fn a_process_busy_without_faults_is_not_taken_for_idle() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("busyreader", BUSY_READER, &[]);
+    let r = same_output("32M", &[exe.to_str().unwrap()]);
+    assert_eq!(r["pager"]["evictions_for_others"].as_u64(), Some(0), "{r}");
+    assert!(r["pager"]["evictions"].as_u64().unwrap() > 1000, "{r}");
+}
+
+const BUSY_READER: &str = r#"#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+static unsigned long val(size_t i) { return i * 0x9E3779B97F4A7C15ul; }
+int main(void) {
+    /* A flag outside managed memory (shared mappings are not paged): the parent stops the
+       reader with it once the writer is done. */
+    volatile int *stop = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int filled[2];
+    char c;
+    if (stop == MAP_FAILED || pipe(filled)) return 2;
+    pid_t reader = fork();
+    if (reader == 0) {
+        size_t sz = 12ul << 20;
+        unsigned long *a = malloc(sz), sum = 0;
+        for (size_t i = 0; i < sz / 8; i++) a[i] = val(i);
+        if (write(filled[1], "x", 1) != 1) _exit(3);
+        /* Busy over its resident memory: reads only, no fault once it is all in. */
+        while (!*stop)
+            for (size_t i = 0; i < sz / 8; i += 16) sum += a[i];
+        size_t bad = 0;
+        for (size_t i = 0; i < sz / 8; i++) bad += a[i] != val(i);
+        _exit(bad != 0 || sum == 1);
+    }
+    if (read(filled[0], &c, 1) != 1) return 2;
+    usleep(400000);
+    pid_t writer = fork();
+    if (writer == 0) {
+        size_t sz = 24ul << 20, bad = 0;
+        unsigned long *a = malloc(sz);
+        for (size_t i = 0; i < sz / 8; i++) a[i] = val(i) + 2;
+        for (int r = 0; r < 3; r++)
+            for (size_t i = 0; i < sz / 8; i++) bad += a[i] != val(i) + 2;
+        _exit(bad != 0);
+    }
+    int st, bad = 0;
+    waitpid(writer, &st, 0);
+    bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    *stop = 1;
+    waitpid(reader, &st, 0);
+    bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    printf("%d children read something wrong\n", bad);
+    return bad != 0;
+}
+"#;
+
 /// One LRU for the tree's pools, as the kernel's one global LRU and shrink worker serve every
 /// zswap pool: a process that filled 12 MiB under 8M (its pool at the tree's limit, 1.6 MiB)
 /// and waits, beside one that walks 10 MiB four times. The busy process's stores find the

@@ -457,6 +457,10 @@ pub struct Pager {
     /// such memory, so its pager leaves them out (`after_fork_child`). Changed only under the
     /// regions write lock, which a fork holds too.
     dontfork: Mutex<Vec<(usize, usize)>>,
+    /// The reclaim thread's last look at the program's CPU time (`note_cpu_activity`): when,
+    /// and the process's CPU time less the reclaim thread's then.
+    cpu_checked_ns: AtomicU64,
+    program_cpu_ns: AtomicU64,
 }
 
 impl Pager {
@@ -543,6 +547,8 @@ impl Pager {
             maps_fd: AtomicI32::new(-1),
             mem_fd: AtomicI32::new(-1),
             dontfork: Mutex::new(Vec::new()),
+            cpu_checked_ns: AtomicU64::new(0),
+            program_cpu_ns: AtomicU64::new(0),
         })
     }
 
@@ -1989,6 +1995,37 @@ impl Pager {
         }
     }
 
+    /// A process busy over its resident memory takes no fault, and the fault path's stamp
+    /// alone took it for idle ("idle processes give first" then asked it to evict its hot
+    /// pages, which it faulted straight back). Its CPU time tells: when the program's threads
+    /// (the process's CPU time less the pager's own threads': this one, the reclaim thread, and
+    /// the cache's shrink worker and prefault threads, which run its evictions and writeback
+    /// for others) used more than a tenth of the time since the last look, at least
+    /// `CPU_LOOK_NS` ago, the process is active. Called by the reclaim thread only.
+    fn note_cpu_activity(&self) {
+        if self.cfg.idle_first_ns == 0 {
+            return;
+        }
+        let now = sys::now_ns();
+        let last = self.cpu_checked_ns.load(Relaxed);
+        if now.saturating_sub(last) < CPU_LOOK_NS {
+            return;
+        }
+        let own = sys::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID) + {
+            // Every use of the cache holds the regions lock, so that a fork never finds a
+            // thread inside the cache's locks.
+            let _map = self.regions.read_recursive();
+            self.cache_made().map_or(0, Zswap::background_cpu_ns)
+        };
+        let program = sys::clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID).saturating_sub(own);
+        let before = self.program_cpu_ns.swap(program, Relaxed);
+        self.cpu_checked_ns.store(now, Relaxed);
+        // (A fork child's first look compares with its parent's figures: no activity.)
+        if last != 0 && program.saturating_sub(before).saturating_mul(10) > now - last {
+            self.note_active(now);
+        }
+    }
+
     /// Idle processes give first: as a memory cgroup's reclaim takes the pages at the tail of
     /// the cgroup's one LRU, whichever process maps them, a process that must reclaim asks the
     /// tree's process idle longest (no fault for `idle_first_ns`) to evict `want` pages (at
@@ -2188,9 +2225,16 @@ impl Pager {
                 let _g = InPager::enter();
                 let me = self.pid.load(Relaxed);
                 self.reclaimer_up.store(true, Release);
+                // With idle processes giving first, a wake-up at least twice per idle period,
+                // so that a process busy without faulting is seen active (`note_cpu_activity`)
+                // before it could be taken for idle.
+                let wake_ms = match self.cfg.idle_first_ns / 2_000_000 {
+                    0 => 200,
+                    ms => ms.clamp(10, 200),
+                };
                 loop {
                     let seen = self.seg.reclaim_req.load(Relaxed);
-                    self.seg.wait_reclaim(seen, 200);
+                    self.seg.wait_reclaim(seen, wake_ms);
                     if self.pid.load(Relaxed) != me {
                         return; // a fork child's copy of a parent thread: never runs
                     }
@@ -2202,6 +2246,7 @@ impl Pager {
                     if let Some(s) = self.seg.procs.get(self.proc_slot.load(Relaxed)) {
                         s.reclaim_seen_ns.store(sys::now_ns(), Relaxed);
                     }
+                    self.note_cpu_activity();
                     self.publish_pool();
                     self.publish_charge();
                     self.seg.collect_dead(me);
@@ -3628,6 +3673,9 @@ fn ranges_meet(v: &[(usize, usize)], lo: usize, hi: usize) -> bool {
     let i = v.partition_point(|&(_, e)| e <= lo);
     i < v.len() && v[i].0 < hi
 }
+
+/// Least time between two looks at the program's CPU time (`Pager::note_cpu_activity`).
+const CPU_LOOK_NS: u64 = 20_000_000;
 
 /// What [`Pager::copy_out_read_only`] did with a page `UFFDIO_MOVE` refused.
 enum Refused {

@@ -464,16 +464,23 @@ pub fn map_anon(len: usize) -> Result<usize, i32> {
     }
 }
 
-/// Monotonic nanoseconds (vDSO, async-signal-safe).
+/// `clock` (`CLOCK_MONOTONIC`, or a CPU time: `CLOCK_PROCESS_CPUTIME_ID`,
+/// `CLOCK_THREAD_CPUTIME_ID`) in nanoseconds.
 #[inline]
-pub fn now_ns() -> u64 {
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Monotonic nanoseconds (vDSO, async-signal-safe).
+#[inline]
+pub fn now_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 #[inline]

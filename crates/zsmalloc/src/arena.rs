@@ -1134,6 +1134,15 @@ impl Arena {
         }
     }
 
+    /// CPU time (ns) the prefault thread has used (0 without one).
+    pub(crate) fn prefault_thread_cpu_ns(&self) -> u64 {
+        self.inner
+            .lock()
+            .prefault_thread
+            .as_ref()
+            .map_or(0, thread_cpu_ns)
+    }
+
     /// Returns the cached pages whose decay time has passed to the OS; returns how many.
     pub(crate) fn purge_expired(&self) -> usize {
         let mut out = Vec::new();
@@ -1527,6 +1536,31 @@ mod sys {
         // SAFETY: allocated in `reserve` with the same layout.
         unsafe { dealloc(base, layout(len)) }
     }
+}
+
+/// CPU time (ns) the thread of `handle` has used so far; 0 if the system can't tell (the
+/// thread has ended, or under Miri).
+pub fn thread_cpu_ns(handle: &std::thread::JoinHandle<()>) -> u64 {
+    #[cfg(not(miri))]
+    {
+        use std::os::unix::thread::JoinHandleExt;
+        let mut clock: libc::clockid_t = 0;
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a thread of ours that has not been joined (its handle is borrowed), and
+        // out-parameters we own.
+        let ok = unsafe {
+            libc::pthread_getcpuclockid(handle.as_pthread_t(), &mut clock) == 0
+                && libc::clock_gettime(clock, &mut ts) == 0
+        };
+        if ok {
+            return ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        }
+    }
+    let _ = handle;
+    0
 }
 
 /// A read prefetch of the cache line holding `p` into all cache levels. A hint only: it has no

@@ -76,7 +76,9 @@ mod sync;
 mod zspage;
 
 pub use access::{ObjHint, ObjRef};
-pub use arena::{MemoryPolicy, DEFAULT_FREE_PAGE_DECAY_MS, DEFAULT_MAX_CACHED_PAGES};
+pub use arena::{
+    thread_cpu_ns, MemoryPolicy, DEFAULT_FREE_PAGE_DECAY_MS, DEFAULT_MAX_CACHED_PAGES,
+};
 pub use class::{
     ChainRule, ClassInfo, ClassTable, PoolConfig, CLASS_DELTA, DEFAULT_CHAIN_SIZE, HANDLE_SIZE,
     MAX_ALLOC_SIZE, MAX_CHAIN_SIZE, MIN_ALLOC_SIZE, NUM_CLASSES,

@@ -446,6 +446,12 @@ impl Pool {
         self.arena.purge_expired()
     }
 
+    /// CPU time (ns) the pool's own background thread (the arena's prefault thread) has used:
+    /// for an embedder telling its program's CPU time from its own.
+    pub fn background_cpu_ns(&self) -> u64 {
+        self.arena.prefault_thread_cpu_ns()
+    }
+
     /// Pages currently kept resident for reuse (not counted by [`Pool::total_pages`]; the
     /// process RSS of the pool is `total_pages() + cached_pages()`).
     pub fn cached_pages(&self) -> usize {

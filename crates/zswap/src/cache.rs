@@ -618,6 +618,18 @@ impl Zswap {
         self.inner.pools.set_max_cached_pages(pages);
     }
 
+    /// CPU time (ns) the cache's own threads have used: the shrink worker's and the pools'
+    /// prefault threads'. An embedder that judges its program busy by CPU time (`uzswap run`'s
+    /// "idle processes give first") takes this off.
+    pub fn background_cpu_ns(&self) -> u64 {
+        let worker = self
+            .worker
+            .lock()
+            .as_ref()
+            .map_or(0, uzswap_zsmalloc::thread_cpu_ns);
+        worker + self.inner.pools.background_cpu_ns()
+    }
+
     /// Pages held by all pools (`zswap_total_pages`).
     pub fn pool_total_pages(&self) -> u64 {
         self.inner.pools.total_pages()

@@ -311,6 +311,16 @@ impl Pools {
     }
 
     /// Pages held by all live pools (`zswap_total_pages`).
+    /// CPU time (ns) of every pool's background thread.
+    pub(crate) fn background_cpu_ns(&self) -> u64 {
+        self.reg
+            .lock()
+            .live
+            .iter()
+            .map(|p| p.zs.background_cpu_ns())
+            .sum()
+    }
+
     pub(crate) fn total_pages(&self) -> u64 {
         self.reg
             .lock()
