@@ -17,7 +17,7 @@
 //! (slot offsets are stored in the evicted pages' state words); a scratch area of
 //! `SCRATCH_PAGES` pages registered with the userfaultfd as the MOVE target. Across the tree
 //! (`shared::Segment`, one memfd every process maps): the budget's totals, each process's slot
-//! (its charge, pool, last fault for "idle processes give first", oldest pool entry on the
+//! (its charge, pool, last fault or CPU use for "idle processes give first", oldest pool entry on the
 //! tree's LRU clock for "one LRU for the tree's pools") and the futex words that wake the
 //! other processes' reclaim threads.
 //!

@@ -34,8 +34,9 @@ pub struct ProcSlot {
     pub pid: std::sync::atomic::AtomicI32,
     pub charged: AtomicI64,
     pub pool: AtomicI64,
-    /// When the process last faulted (`sys::now_ns`, refreshed at most every `ACTIVE_STAMP_NS`):
-    /// how long it has been idle, for "idle processes give first".
+    /// When the process last faulted, or its reclaim thread last saw its program use CPU
+    /// (`sys::now_ns`, refreshed at most every `ACTIVE_STAMP_NS`): how long it has been idle,
+    /// for "idle processes give first".
     pub active_ns: AtomicU64,
     /// Pages other processes asked this one to evict for them (its reclaim thread takes them).
     pub asked: AtomicU64,
