@@ -4852,9 +4852,10 @@ int main(void) {
 /// zswap pool: a process that filled 12 MiB under 8M (its pool at the tree's limit, 1.6 MiB)
 /// and waits, beside one that walks 10 MiB four times. The busy process's stores find the
 /// limit taken by the idle one's older entries: with `--pool-lru tree` those are written back
-/// and the busy one's entries stay in the pool (3-5x the faults served from it); with
-/// `--pool-lru process` its own worker writes back its own entries, which it then reads from
-/// its swap file.
+/// and the busy one's entries stay in the pool (3-5x the faults served from it on a quiet
+/// host, 1.3-2.3x beside other work); with `--pool-lru process` its own worker writes back its
+/// own entries, which it then reads from its swap file. (It asked for twice the faults from
+/// the pool until 2026-11-29, and failed one run in three beside a torture round.)
 #[test]
 fn the_trees_oldest_pool_entries_are_written_back_first() {
     if !uffd_ok() {
@@ -4868,7 +4869,7 @@ fn the_trees_oldest_pool_entries_are_written_back_first() {
     assert!(handoffs(&tree) > 0, "{tree}");
     assert_eq!(handoffs(&own), 0, "{own}");
     assert!(
-        f(&tree, "from_pool") > 2 * f(&own, "from_pool")
+        f(&tree, "from_pool") > f(&own, "from_pool")
             && f(&tree, "from_swapfile") < f(&own, "from_swapfile"),
         "faults from the pool / the swap file: {} / {} with one LRU, {} / {} each its own",
         f(&tree, "from_pool"),
