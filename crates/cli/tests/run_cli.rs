@@ -4853,9 +4853,10 @@ int main(void) {
 /// and waits, beside one that walks 10 MiB four times. The busy process's stores find the
 /// limit taken by the idle one's older entries: with `--pool-lru tree` those are written back
 /// and the busy one's entries stay in the pool (3-5x the faults served from it on a quiet
-/// host, 1.3-2.3x beside other work); with `--pool-lru process` its own worker writes back its
-/// own entries, which it then reads from its swap file. (It asked for twice the faults from
-/// the pool until 2026-11-29, and failed one run in three beside a torture round.)
+/// host, 1.3-2.3x beside other work, 1.5x among the suite's other tests); with `--pool-lru
+/// process` its own worker writes back its own entries, which it then reads from its swap
+/// file. (Until 2026-11-29 it asked for twice the faults from the pool and fewer from the swap
+/// file, and failed one run in three beside other work: the faults' total moves between runs.)
 #[test]
 fn the_trees_oldest_pool_entries_are_written_back_first() {
     if !uffd_ok() {
@@ -4868,9 +4869,12 @@ fn the_trees_oldest_pool_entries_are_written_back_first() {
     let handoffs = |r: &serde_json::Value| r["pager"]["pool_writeback_handoffs"].as_u64().unwrap();
     assert!(handoffs(&tree) > 0, "{tree}");
     assert_eq!(handoffs(&own), 0, "{own}");
+    // The share of the faults served from the pool.
+    let share = |r: &serde_json::Value| {
+        f(r, "from_pool") as f64 / (f(r, "from_pool") + f(r, "from_swapfile")).max(1) as f64
+    };
     assert!(
-        f(&tree, "from_pool") > f(&own, "from_pool")
-            && f(&tree, "from_swapfile") < f(&own, "from_swapfile"),
+        share(&tree) > share(&own),
         "faults from the pool / the swap file: {} / {} with one LRU, {} / {} each its own",
         f(&tree, "from_pool"),
         f(&tree, "from_swapfile"),
