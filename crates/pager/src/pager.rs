@@ -1840,7 +1840,8 @@ impl Pager {
                 (z.pool_total_pages() as i64 - shared).max(0)
             })
         };
-        let old = self.pool_published.swap(p, Relaxed);
+        // AcqRel: a swap that reads `retire`'s 0 also sees its `retired` flag (below).
+        let old = self.pool_published.swap(p, AcqRel);
         if p != old {
             self.seg.pool_pages.fetch_add(p - old, Relaxed);
             if let Some(s) = self.seg.procs.get(self.proc_slot.load(Relaxed)) {
@@ -1852,7 +1853,7 @@ impl Pager {
             // published pool off): whatever this call published after it, take off again.
             // Both take the published figure with a swap, so neither counts it twice. (The
             // suite's SQLite run once ended with 231 pool pages on the tree's books.)
-            let late = self.pool_published.swap(0, Relaxed);
+            let late = self.pool_published.swap(0, AcqRel);
             self.seg.pool_pages.fetch_sub(late, Relaxed);
         }
     }
@@ -3257,7 +3258,8 @@ impl Pager {
             self.resident.load(Relaxed) - self.inherited.load(Relaxed),
             Relaxed,
         );
-        let p = self.pool_published.swap(0, Relaxed);
+        // AcqRel: orders the `retired` flag above before this swap, for `publish_pool`.
+        let p = self.pool_published.swap(0, AcqRel);
         self.seg.pool_pages.fetch_sub(p, Relaxed);
         self.seg.processes.fetch_sub(1, Relaxed);
         self.leave_tree();
