@@ -476,11 +476,11 @@ pub unsafe fn madvise(addr: usize, len: usize, mut advice: i32) -> i32 {
         // V8 gives its heap this advice (Node 20: some 280 calls in a short run), which was
         // taken out of paging and out of the budget until 2026-11-29.
         libc::MADV_DONTFORK | libc::MADV_DOFORK => {
-            let guard = p.lock_range(addr, len);
+            let mut guard = p.lock_range(addr, len);
             // SAFETY: forwarded.
             let r = unsafe { sys::raw_madvise(addr, len, advice) };
-            if guard.is_some() && matches!(r, Ok(()) | Err(libc::ENOMEM)) {
-                p.mark_dontfork(addr, len, advice == libc::MADV_DONTFORK);
+            if let (Some(g), Ok(()) | Err(libc::ENOMEM)) = (guard.as_mut(), r) {
+                g.mark_dontfork(advice == libc::MADV_DONTFORK);
             }
             drop(guard);
             return ret0(r);

@@ -552,19 +552,6 @@ impl Pager {
         })
     }
 
-    /// The program gave `[addr, addr+len)` `MADV_DONTFORK` (`on`) or `MADV_DOFORK`, and the
-    /// kernel took it (caller: the regions write lock held, `lock_range`). The range stays
-    /// managed: in this process it is memory like any other.
-    pub fn mark_dontfork(&self, addr: usize, len: usize, on: bool) {
-        let lo = addr & !(PAGE - 1);
-        let hi = addr.saturating_add(len).div_ceil(PAGE) * PAGE;
-        let mut v = self.dontfork.lock();
-        ranges_remove(&mut v, lo, hi);
-        if on {
-            ranges_add(&mut v, lo, hi);
-        }
-    }
-
     /// The descriptor in `cell` (`maps_fd`, `mem_fd`), opening `path` the first time.
     fn proc_fd(cell: &AtomicI32, path: &std::ffi::CStr) -> i32 {
         let fd = cell.load(Acquire);
@@ -678,6 +665,8 @@ impl Pager {
         };
         let mut map = self.regions.write();
         Self::cut(&mut map, start, start + len);
+        // A fresh mapping, without `MADV_DONTFORK`.
+        ranges_remove(&mut self.dontfork.lock(), start, start + len);
         // SAFETY: the range is fresh private anonymous memory of the program, which the pager
         // manages from now on (every missing page is filled by the fault path).
         if unsafe { self.uffd().register_missing(start, len) }.is_err() {
@@ -3632,6 +3621,24 @@ pub struct DropGuard<'a> {
 }
 
 impl DropGuard<'_> {
+    /// The program gave the guard's range `MADV_DONTFORK` (`on`) or `MADV_DOFORK`, and the
+    /// kernel took it. The range stays managed: in this process it is memory like any other.
+    /// Only its managed parts are listed: an unmanaged part may be unmapped where no wrapper
+    /// sees it (glibc's thread stacks), and a stale entry would take a later managed mapping
+    /// there out of a fork child's books, whose evicted pages the child would then read as
+    /// zeros.
+    pub fn mark_dontfork(&mut self, on: bool) {
+        let lo = self.at;
+        let hi = self.end.div_ceil(PAGE) * PAGE;
+        let mut v = self.pager.dontfork.lock();
+        ranges_remove(&mut v, lo, hi);
+        if on {
+            for (_, r) in self.map.range(..hi).rev().take_while(|(_, r)| r.end() > lo) {
+                ranges_add(&mut v, lo.max(r.start), hi.min(r.end()));
+            }
+        }
+    }
+
     /// The range was dropped (the call made under this guard changed it): forget its evicted
     /// copies and resident counts, and with `unmap` cut it from the regions. Returns whether
     /// any region met the range.
