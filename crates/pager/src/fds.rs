@@ -108,6 +108,15 @@ pub fn forget(fd: i32) {
     }
 }
 
+/// Closes `fd`, one of the pager's own, forgetting it first.
+pub fn close_ours(fd: i32) {
+    if fd >= 0 {
+        forget(fd);
+        // SAFETY: the caller's own descriptor, which nothing uses any more.
+        unsafe { crate::sys::raw_close(fd) };
+    }
+}
+
 fn is_registered(fd: i32) -> bool {
     OURS.iter().any(|s| s.load(Relaxed) == fd)
 }

@@ -569,9 +569,7 @@ impl Pager {
         match cell.compare_exchange(-1, fd, AcqRel, Acquire) {
             Ok(_) => fd,
             Err(other) => {
-                crate::fds::forget(fd);
-                // SAFETY: our own descriptor, which nothing else has seen.
-                unsafe { sys::raw_close(fd) };
+                crate::fds::close_ours(fd);
                 other
             }
         }
@@ -581,12 +579,7 @@ impl Pager {
     /// address space); the next use opens this one's.
     fn close_proc_fds(&self) {
         for cell in [&self.maps_fd, &self.mem_fd] {
-            let fd = cell.swap(-1, AcqRel);
-            if fd >= 0 {
-                crate::fds::forget(fd);
-                // SAFETY: our own descriptor (the inherited copy), used by nothing else now.
-                unsafe { sys::raw_close(fd) };
-            }
+            crate::fds::close_ours(cell.swap(-1, AcqRel));
         }
     }
 
@@ -1958,12 +1951,9 @@ impl Pager {
         if let Some(s) = self.seg.procs.get(self.proc_slot.load(Relaxed)) {
             self.seg.stop_sharing(s);
         }
-        if fd >= 0 {
-            crate::fds::forget(fd);
-            // SAFETY: our own descriptor (or the inherited copy of the parent's), used by
-            // nothing else now that the field no longer holds it.
-            unsafe { sys::raw_close(fd) };
-        }
+        // Our own descriptor (or the inherited copy of the parent's), used by nothing else now
+        // that the field no longer holds it.
+        crate::fds::close_ours(fd);
         self.pool_shared.store(0, Relaxed);
     }
 

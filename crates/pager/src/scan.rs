@@ -69,23 +69,14 @@ impl Scanner {
     /// (then write tracking stays off).
     pub fn reopen(&self) -> bool {
         let fd = open_pagemap();
-        let old = self.fd.swap(fd, Relaxed);
-        if old >= 0 {
-            crate::fds::forget(old);
-            // SAFETY: our own descriptor (inherited copy in a fork child), not used any more.
-            unsafe { libc::close(old) };
-        }
+        // The old one: our own (the inherited copy in a fork child), not used any more.
+        crate::fds::close_ours(self.fd.swap(fd, Relaxed));
         fd >= 0
     }
 
     /// Turns write tracking off (a fork child whose new userfaultfd lacks it).
     pub fn close(&self) {
-        let old = self.fd.swap(-1, Relaxed);
-        if old >= 0 {
-            crate::fds::forget(old);
-            // SAFETY: our own descriptor, not used any more.
-            unsafe { libc::close(old) };
-        }
+        crate::fds::close_ours(self.fd.swap(-1, Relaxed));
     }
 
     pub fn enabled(&self) -> bool {
