@@ -524,6 +524,7 @@ const THREADS: &str = r#"
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #define T 8
 #define PER (2u << 20)
 static uint64_t *buf;
@@ -544,8 +545,12 @@ static void *work(void *arg) {
     }
     return 0;
 }
-int main(void) {
-    buf = malloc((size_t)T * PER);
+int main(int argc, char **argv) {
+    if (argc > 1 && argv[1][0] == 'x') {
+        /* writable and executable, as a JIT's code cache: moved out another way */
+        buf = mmap(0, (size_t)T * PER, PROT_READ | PROT_WRITE | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (buf == MAP_FAILED) return 3;
+    } else buf = malloc((size_t)T * PER);
     uint64_t *tb = malloc(4u << 20);
     for (size_t i = 0; i < (4u << 20) / 8; i++) tb[i] = i * 3;
     table = tb;
@@ -736,17 +741,18 @@ fn a_preload_library_the_loader_cannot_load_is_refused_or_reported() {
 }
 
 /// Half of a 32 MiB heap made read-only (`PROT_READ`), or inaccessible (`PROT_NONE`) and later
-/// readable again, beside 32 MiB more, under 12M: the read-only pages are evicted like the
-/// others (`UFFDIO_MOVE` refuses them; they are copied out instead) and read back intact. They
-/// used to stay resident: the tree peaked at 24.6 MiB (20.0 with `PROT_NONE`), warning that the
-/// budget could not be kept.
+/// readable again, or writable and executable, beside 32 MiB more, under 12M: those pages are
+/// evicted like the others (`UFFDIO_MOVE` refuses them; read-only ones are copied out instead,
+/// executable ones moved through a scratch area of their protection) and read back intact.
+/// They used to stay resident: the tree peaked at 24.6 MiB (20.0 with `PROT_NONE`, 31.2 with
+/// `PROT_EXEC`), warning that the budget could not be kept.
 #[test]
 fn read_only_pages_are_evicted_within_the_budget() {
     if !uffd_ok() {
         return;
     }
     let exe = compile("rohalf", RO_HALF, &[]);
-    for mode in ["r", "n"] {
+    for mode in ["r", "n", "x"] {
         let r = same_output("12M", &[exe.to_str().unwrap(), mode]);
         let charged = r["budget"]["peak_charged_bytes"].as_u64().unwrap();
         assert!(
@@ -758,12 +764,70 @@ fn read_only_pages_are_evicted_within_the_budget() {
             Some(0),
             "{mode}: {r}"
         );
-        assert!(
-            r["pager"]["evictions_read_only"].as_u64().unwrap() > 1000,
-            "{mode}: {r}"
-        );
+        let counter = if mode == "x" {
+            "evictions_exec"
+        } else {
+            "evictions_read_only"
+        };
+        assert!(r["pager"][counter].as_u64().unwrap() > 1000, "{mode}: {r}");
     }
 }
+
+/// A fork child of a process that evicted writable executable pages evicts its own through the
+/// executable scratch area, which it inherits mapped and must register with its own
+/// userfaultfd: without that, the child's moves failed, its pages stayed resident and the tree
+/// peaked at 29.1 MiB charged under 10M with the budget warning (11.2 MiB with it).
+#[test]
+fn a_fork_child_evicts_writable_executable_pages_too() {
+    if !uffd_ok() {
+        return;
+    }
+    let exe = compile("rwxfork", RWX_FORK, &[]);
+    let r = same_output("10M", &[exe.to_str().unwrap()]);
+    assert_eq!(r["warnings"].as_array().map(Vec::len), Some(0), "{r}");
+    assert!(
+        r["pager"]["evictions_exec"].as_u64().unwrap() > 10000,
+        "{r}"
+    );
+}
+
+const RWX_FORK: &str = r#"#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+static int check(unsigned char *a, size_t n, int d) {
+    for (size_t i = 0; i < n; i++) if (a[i] != (unsigned char)(i * 13 + (i >> 12) + d)) { printf("MISMATCH %zu\n", i); return 1; }
+    return 0;
+}
+int main(void) {
+    size_t n = 16u << 20;
+    unsigned char *a = mmap(0, n, PROT_READ|PROT_WRITE|PROT_EXEC, MAP_PRIVATE|MAP_ANONYMOUS, -1, 0);
+    unsigned char *b = malloc(n);
+    for (size_t i = 0; i < n; i++) a[i] = (unsigned char)(i * 13 + (i >> 12));
+    memset(b, 1, n);
+    pid_t p = fork();
+    if (p == 0) {
+        int bad = 0;
+        for (int r = 1; r < 4; r++) {
+            bad |= check(a, n, r - 1);
+            for (size_t i = 0; i < n; i++) a[i]++;
+            memset(b, r, n);
+        }
+        bad |= check(a, n, 3);
+        printf("child %d\n", bad);
+        _exit(bad);
+    }
+    int st; waitpid(p, &st, 0);
+    int bad = check(a, n, 0);
+    memset(b, 2, n);
+    bad |= check(a, n, 0);
+    printf("parent %d child %d\n", bad, WEXITSTATUS(st));
+    return bad;
+}
+"#;
 
 const RO_HALF: &str = r#"#include <stdio.h>
 #include <stdlib.h>
@@ -772,11 +836,13 @@ const RO_HALF: &str = r#"#include <stdio.h>
 #include <sys/mman.h>
 int main(int argc, char **argv) {
     size_t n = 32u << 20;
-    int none = argc > 1 && argv[1][0] == 'n';
+    int mode = argc > 1 ? argv[1][0] : 'r';
+    int none = mode == 'n';
+    int prot = mode == 'x' ? PROT_READ | PROT_WRITE | PROT_EXEC : none ? PROT_NONE : PROT_READ;
     unsigned char *a, *b;
     if (posix_memalign((void **)&a, 4096, n) || posix_memalign((void **)&b, 4096, n)) return 2;
     for (size_t i = 0; i < n; i++) a[i] = (unsigned char)(i * 13 + (i >> 12));
-    if (mprotect(a, n / 2, none ? PROT_NONE : PROT_READ)) { perror("mprotect"); return 3; }
+    if (mprotect(a, n / 2, prot)) { perror("mprotect"); return 3; }
     for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(i * 7 + (i >> 11));
     uint64_t sum = 0;
     for (int round = 0; round < 3; round++) {
@@ -1127,6 +1193,11 @@ fn threads_fault_concurrently_and_no_write_is_lost_to_eviction() {
         return;
     }
     same_output_evicting("threads", THREADS, "6M", 2000);
+    // The same with the threads' pages writable and executable: `UFFDIO_MOVE` takes those
+    // only into a mapping of the same protection, the executable scratch area.
+    let exe = compile("threads", THREADS, &[]);
+    let r = same_output("6M", &[exe.to_str().unwrap(), "x"]);
+    assert!(r["pager"]["evictions_exec"].as_u64().unwrap() > 2000, "{r}");
 }
 
 /// Linux 6.18 moved pages while reporting EEXIST (docs/pager.md, "Eviction never loses a

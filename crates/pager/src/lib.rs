@@ -4,7 +4,7 @@
 //! **Owns**: the userfaultfd object (`uffd`, the only userfaultfd ioctls in the workspace),
 //! managed regions and their page-state words (`region`), the SIGBUS fault path resolving
 //! faults on the faulting thread and chaining to the program's handlers (`signals`), eviction
-//! with `UFFDIO_MOVE` (a copy and a drop for read-only mappings, which it refuses) and the clock sweep, clean-page reuse and swap readahead, pins for
+//! with `UFFDIO_MOVE` (a copy and a drop for read-only mappings, which it refuses; a move through a scratch area of their protection for writable executable ones) and the clock sweep, clean-page reuse and swap readahead, pins for
 //! system-call buffers and the budget (`pager`), write tracking with `PAGEMAP_SCAN` (`scan`), the accounting segment shared by a process tree (`shared`), the pager's own file descriptors, kept above the program's numbers and out of its close calls (`fds`), the cgroup limit and usage files as the program reads them (`cgroup_view`), the debugging log of
 //! page-state transitions (`pagelog`, off unless `UZSWAP_PAGE_LOG` is set), the logic of the
 //! preload library's libc wrappers (`hooks`), and raw system calls (`sys`). The LD_PRELOAD

@@ -450,9 +450,12 @@ pub struct Pager {
     /// zswpin and pswpin.
     verify_loads: [AtomicU64; 2],
     /// This address space's `/proc/self/maps` and `/proc/self/mem` (-1: not opened yet),
-    /// opened at the first eviction `UFFDIO_MOVE` refuses (`copy_out_read_only`).
+    /// opened at the first eviction `UFFDIO_MOVE` refuses (`evict_refused`).
     maps_fd: AtomicI32,
     mem_fd: AtomicI32,
+    /// The executable scratch area (`exec_scratch`; 0: not mapped yet, `usize::MAX`: could
+    /// not be made).
+    exec_scratch: AtomicUsize,
     /// Page ranges the program gave `MADV_DONTFORK` (sorted, disjoint): a fork child has no
     /// such memory, so its pager leaves them out (`after_fork_child`). Changed only under the
     /// regions write lock, which a fork holds too.
@@ -546,6 +549,7 @@ impl Pager {
             verify_loads: [AtomicU64::new(0), AtomicU64::new(0)],
             maps_fd: AtomicI32::new(-1),
             mem_fd: AtomicI32::new(-1),
+            exec_scratch: AtomicUsize::new(0),
             dontfork: Mutex::new(Vec::new()),
             cpu_checked_ns: AtomicU64::new(0),
             program_cpu_ns: AtomicU64::new(0),
@@ -2942,7 +2946,7 @@ impl Pager {
                     .move_out(scratch + k * PAGE, r.addr(first + k), (upto - k) * PAGE);
             if let (Err(UffdError::MoveFailed { errno, done: 0 }), true) = (&res, upto == n) {
                 if *errno == libc::EINVAL {
-                    match self.copy_out_read_only(r.addr(first + k), n - k, scratch + k * PAGE) {
+                    match self.evict_refused(r.addr(first + k), n - k, scratch + k * PAGE) {
                         Refused::Copied(c) => {
                             moved |= span(k, k + c);
                             k += c;
@@ -3054,11 +3058,14 @@ impl Pager {
     ///   memory takes the regions lock for writing (`hooks::mprotect`) and every eviction
     ///   holds it for reading. The kernel swaps such pages like any others; they stayed
     ///   resident, out of reach of the budget, before (docs/pager.md, "Read-only pages").
+    /// - A private anonymous mapping that is writable and executable (a JIT's code cache): the
+    ///   move takes pages only into a mapping of the same protection, so they are moved
+    ///   through the executable scratch area (`move_out_exec`).
     /// - A writable mapping that ends inside the run: the caller moves up to its end first.
-    /// - A writable mapping the move refuses for another reason (executable too, or locked by
-    ///   the kernel), or a shared or file mapping: its pages of the run stay resident, given up
-    ///   at once rather than one failed move and query each.
-    fn copy_out_read_only(&self, addr: usize, max: usize, dst: usize) -> Refused {
+    /// - A writable mapping the move refuses for another reason (locked by the kernel, or a
+    ///   protection key), or a shared or file mapping: its pages of the run stay resident,
+    ///   given up at once rather than one failed move and query each.
+    fn evict_refused(&self, addr: usize, max: usize, dst: usize) -> Refused {
         let maps = Self::proc_fd(&self.maps_fd, c"/proc/self/maps");
         let Some(vma) = (maps >= 0).then(|| sys::vma_at(maps, addr)).flatten() else {
             return Refused::Other;
@@ -3067,6 +3074,9 @@ impl Pager {
             return Refused::Other;
         }
         let within = ((vma.end - addr) / PAGE).min(max);
+        if vma.writable && vma.exec && !vma.shared && !vma.file {
+            return self.move_out_exec(addr, within, dst);
+        }
         if vma.writable && within < max {
             return Refused::Clip(within);
         }
@@ -3108,6 +3118,137 @@ impl Pager {
         crate::page_log!(addr, ev::COPIED_OUT, c as u64, 0);
         self.seg.evict_read_only.fetch_add(c as u64, Relaxed);
         Refused::Copied(c)
+    }
+
+    /// Evicts `n` pages of a writable executable private mapping from `addr` (claimed `BUSY`)
+    /// into the scratch slots from `dst` on: `UFFDIO_MOVE` takes them atomically into the
+    /// executable scratch area (the same slots' twins there), as it takes other pages into
+    /// the scratch area, so a racing write is never lost; they are then copied into the
+    /// scratch slots, where the eviction stores them from, and the twins emptied. A page
+    /// that can't be copied goes back home. `Skip` where the executable scratch area can't be
+    /// made, `Other` where the move fails (a protection key, a lock by the kernel).
+    fn move_out_exec(&self, addr: usize, n: usize, dst: usize) -> Refused {
+        let Some(area) = self.exec_scratch() else {
+            return Refused::Skip(n);
+        };
+        let via = area + (dst - self.scratch_base);
+        let mut c = 0;
+        let mut broke = false;
+        while c < n {
+            let res = self
+                .uffd()
+                .move_out(via + c * PAGE, addr + c * PAGE, (n - c) * PAGE);
+            let done = match res {
+                Ok(()) => n - c,
+                Err(UffdError::Again { done })
+                | Err(UffdError::Busy { done })
+                | Err(UffdError::Hole { done })
+                | Err(UffdError::MoveFailed { done, .. }) => done / PAGE,
+                Err(_) => 0,
+            };
+            c += done;
+            match res {
+                Ok(()) => break,
+                _ if done > 0 => broke = false,
+                // Shared with a fork child: made exclusive once, as `move_run` does.
+                Err(UffdError::Busy { .. }) if !broke => {
+                    // SAFETY: page c is owned by this eviction (BUSY) and present; the add of
+                    // zero changes no data.
+                    broke = unsafe { sys::break_cow(addr + c * PAGE) }.is_ok();
+                    if !broke {
+                        break;
+                    }
+                }
+                _ => {
+                    // Moved although an error was reported (see `move_run`).
+                    if sys::page_present(via + c * PAGE) && !sys::page_present(addr + c * PAGE) {
+                        self.seg.move_misreported.fetch_add(1, Relaxed);
+                        c += 1;
+                    }
+                    break;
+                }
+            }
+        }
+        let mut copied = 0;
+        while copied < c {
+            let (from, to) = (via + copied * PAGE, dst + copied * PAGE);
+            // A hole (missing at the source too) stays missing and is stored as zeros.
+            if sys::page_present(from)
+                && self
+                    .uffd()
+                    .copy(to, from as *const u8, PAGE, false)
+                    .is_err()
+            {
+                break;
+            }
+            copied += 1;
+        }
+        for j in copied..c {
+            // Not copied (a scratch slot already full: not expected): back home, where the
+            // page is missing and claimed by this eviction.
+            let (from, home) = (via + j * PAGE, addr + j * PAGE);
+            if sys::page_present(from)
+                && self.uffd().move_out(home, from, PAGE).is_err()
+                && self
+                    .uffd()
+                    .copy(home, from as *const u8, PAGE, false)
+                    .is_err()
+            {
+                sys::raw_stderr(
+                    format!("uzswap: page {home:#x} could be neither evicted nor put back\n")
+                        .as_bytes(),
+                );
+            }
+        }
+        if c > 0 {
+            // SAFETY: our own executable scratch slots, holding copies only now.
+            let _ = unsafe { sys::raw_madvise(via, c * PAGE, libc::MADV_DONTNEED) };
+        }
+        if copied == 0 {
+            return Refused::Other;
+        }
+        crate::page_log!(addr, ev::COPIED_OUT, copied as u64, 1);
+        self.seg.evict_exec.fetch_add(copied as u64, Relaxed);
+        Refused::Copied(copied)
+    }
+
+    /// The executable scratch area: as many pages as the scratch area, mapped
+    /// `PROT_READ|PROT_WRITE|PROT_EXEC` and registered like it, at the first eviction that
+    /// needs it (`UFFDIO_MOVE` takes pages only between mappings of equal protection, and
+    /// most programs have no writable executable memory). `None`: it can't be made (a
+    /// policy that refuses writable executable mappings); such pages then stay resident.
+    fn exec_scratch(&self) -> Option<usize> {
+        match self.exec_scratch.load(Acquire) {
+            0 => {}
+            usize::MAX => return None,
+            a => return Some(a),
+        }
+        let len = 2 * SCRATCH_PAGES * PAGE;
+        let prot = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
+        let made = sys::map_anon_prot(len, prot).ok().and_then(|a| {
+            // SAFETY: our own fresh mapping, used only as a MOVE target.
+            match unsafe { self.uffd().register_scratch(a, len) } {
+                Ok(()) => Some(a),
+                Err(_) => {
+                    // SAFETY: our own fresh mapping, known to nothing else.
+                    let _ = unsafe { sys::raw_munmap(a, len) };
+                    None
+                }
+            }
+        });
+        match self
+            .exec_scratch
+            .compare_exchange(0, made.unwrap_or(usize::MAX), AcqRel, Acquire)
+        {
+            Ok(_) => made,
+            Err(other) => {
+                if let Some(a) = made {
+                    // SAFETY: as above; another eviction's area won.
+                    let _ = unsafe { sys::raw_munmap(a, len) };
+                }
+                (other != usize::MAX).then_some(other)
+            }
+        }
     }
 
     /// Stores one page under a new slot of this process's swap area (pool, or the file).
@@ -3423,6 +3564,13 @@ impl Pager {
         }
         .map_err(|e| format!("scratch: errno {e}"))?;
         drop(rc);
+        // The executable scratch area too, if the parent made it.
+        let exec = self.exec_scratch.load(Acquire);
+        if exec != 0 && exec != usize::MAX {
+            // SAFETY: our own executable scratch area.
+            unsafe { self.uffd().register_scratch(exec, 2 * SCRATCH_PAGES * PAGE) }
+                .map_err(|e| format!("executable scratch: errno {e}"))?;
+        }
         // `MADV_DONTFORK` ranges are not in the child at all: out of its books, before
         // anything registers or counts them. Their evicted pages' slots (the child's copies)
         // are forgotten once the child's swap file is its own, with the kept copies below.
@@ -3684,7 +3832,7 @@ fn ranges_meet(v: &[(usize, usize)], lo: usize, hi: usize) -> bool {
 /// Least time between two looks at the program's CPU time (`Pager::note_cpu_activity`).
 const CPU_LOOK_NS: u64 = 20_000_000;
 
-/// What [`Pager::copy_out_read_only`] did with a page `UFFDIO_MOVE` refused.
+/// What [`Pager::evict_refused`] did with a page `UFFDIO_MOVE` refused.
 enum Refused {
     /// Copied out and dropped this many pages (the first included).
     Copied(usize),
@@ -3698,7 +3846,7 @@ enum Refused {
 }
 
 /// Test hook (`UZSWAP_TEST_COPY_OUT_PAUSE_US`): a pause between reading read-only pages and
-/// dropping them (`Pager::copy_out_read_only`), which widens the window a protection change
+/// dropping them (`Pager::evict_refused`), which widens the window a protection change
 /// would have to slip into.
 static COPY_OUT_PAUSE_US: AtomicU64 = AtomicU64::new(0);
 

@@ -126,8 +126,12 @@ pub struct Segment {
     pub pool_handoff_woken_ns: AtomicU64,
     pub evict_busy: AtomicU64,
     /// Of `evictions`, pages of read-only mappings, which `UFFDIO_MOVE` refuses, copied out
-    /// instead (`Pager::copy_out_read_only`).
+    /// instead (`Pager::evict_refused`).
     pub evict_read_only: AtomicU64,
+    /// Of `evictions`, pages of writable executable mappings (a JIT's code cache), which
+    /// `UFFDIO_MOVE` takes only into a mapping of the same protection: moved through the
+    /// executable scratch area (`Pager::move_out_exec`).
+    pub evict_exec: AtomicU64,
     /// Staged pages a fault took back before the reclaim thread stored them.
     pub staged_faulted_back: AtomicU64,
     /// Pages `UFFDIO_MOVE` moved while reporting an error (found in the scratch area).

@@ -328,6 +328,7 @@ pub struct Vma {
     pub start: usize,
     pub end: usize,
     pub writable: bool,
+    pub exec: bool,
     pub shared: bool,
     pub file: bool,
 }
@@ -358,6 +359,7 @@ struct ProcmapQuery {
 const PROCMAP_QUERY: u64 =
     (3 << 30) | ((std::mem::size_of::<ProcmapQuery>() as u64) << 16) | ((b'f' as u64) << 8) | 17;
 const PROCMAP_QUERY_VMA_WRITABLE: u64 = 0x02;
+const PROCMAP_QUERY_VMA_EXECUTABLE: u64 = 0x04;
 const PROCMAP_QUERY_VMA_SHARED: u64 = 0x08;
 
 /// The mapping covering `addr`, asked of `maps_fd` (this address space's `/proc/self/maps`):
@@ -376,6 +378,7 @@ pub fn vma_at(maps_fd: i32, addr: usize) -> Option<Vma> {
         start: q.vma_start as usize,
         end: q.vma_end as usize,
         writable: q.vma_flags & PROCMAP_QUERY_VMA_WRITABLE != 0,
+        exec: q.vma_flags & PROCMAP_QUERY_VMA_EXECUTABLE != 0,
         shared: q.vma_flags & PROCMAP_QUERY_VMA_SHARED != 0,
         file: q.inode != 0,
     })
@@ -451,12 +454,17 @@ pub fn page_present(addr: usize) -> bool {
 
 /// Anonymous private memory for the pager's own use (never managed, never wrapped).
 pub fn map_anon(len: usize) -> Result<usize, i32> {
+    map_anon_prot(len, libc::PROT_READ | libc::PROT_WRITE)
+}
+
+/// As [`map_anon`], with protection `prot`.
+pub fn map_anon_prot(len: usize, prot: i32) -> Result<usize, i32> {
     // SAFETY: a fresh mapping at an address the kernel chooses overlaps nothing.
     unsafe {
         raw_mmap(
             0,
             len,
-            libc::PROT_READ | libc::PROT_WRITE,
+            prot,
             libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
             -1,
             0,

@@ -791,6 +791,7 @@ fn build_report(
             "pool_writeback_handoffs": l(&seg.pool_handoffs),
             "evictions_skipped_busy": l(&seg.evict_busy),
             "evictions_read_only": l(&seg.evict_read_only),
+            "evictions_exec": l(&seg.evict_exec),
             "staged_faulted_back": l(&seg.staged_faulted_back),
             "moves_misreported_by_kernel": l(&seg.move_misreported),
             "refaults": l(&seg.refaults),
