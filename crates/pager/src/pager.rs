@@ -3126,7 +3126,8 @@ impl Pager {
     /// the scratch area, so a racing write is never lost; they are then copied into the
     /// scratch slots, where the eviction stores them from, and the twins emptied. A page
     /// that can't be copied goes back home. `Skip` where the executable scratch area can't be
-    /// made, `Other` where the move fails (a protection key, a lock by the kernel).
+    /// made or the move is refused (a protection key, a lock by the kernel), `Other` where it
+    /// fails otherwise.
     fn move_out_exec(&self, addr: usize, n: usize, dst: usize) -> Refused {
         let Some(area) = self.exec_scratch() else {
             return Refused::Skip(n);
@@ -3149,6 +3150,13 @@ impl Pager {
             c += done;
             match res {
                 Ok(()) => break,
+                // Refused outright (a protection key other than the default, or a mapping
+                // the kernel locked): the rest of this mapping's pages in the run would be
+                // too, so they are given up at once.
+                Err(UffdError::MoveFailed {
+                    errno: libc::EINVAL,
+                    done: 0,
+                }) if c == 0 => return Refused::Skip(n),
                 _ if done > 0 => broke = false,
                 // Shared with a fork child: made exclusive once, as `move_run` does.
                 Err(UffdError::Busy { .. }) if !broke => {
