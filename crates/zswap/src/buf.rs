@@ -10,19 +10,23 @@ thread_local! {
 }
 
 /// Run `f` with this thread's buffer of at least `len` bytes (reused, never freed per page).
+/// A temporary buffer stands in where the thread's is borrowed (re-entered: not expected) or
+/// already destroyed (a page stored or written back during the thread's teardown).
 pub(crate) fn with_buf<R>(
     key: &'static std::thread::LocalKey<RefCell<Vec<u8>>>,
     len: usize,
     f: impl FnOnce(&mut [u8]) -> R,
 ) -> R {
-    key.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut b) => {
-            if b.len() < len {
-                b.resize(len, 0);
-            }
-            f(&mut b[..len])
+    let mut f = Some(f);
+    let kept = key.try_with(|cell| {
+        let mut b = cell.try_borrow_mut().ok()?;
+        if b.len() < len {
+            b.resize(len, 0);
         }
-        // Re-entered (not expected): use a temporary buffer rather than fail.
-        Err(_) => f(&mut vec![0u8; len]),
-    })
+        Some((f.take().expect("f runs once"))(&mut b[..len]))
+    });
+    match kept {
+        Ok(Some(r)) => r,
+        _ => (f.take().expect("f not run"))(&mut vec![0u8; len]),
+    }
 }

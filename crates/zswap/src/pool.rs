@@ -124,7 +124,7 @@ thread_local! {
 /// Sets up this thread's snapshot list (registering its destructor) before any cache exists,
 /// with room for a snapshot, so that a thread's first snapshot allocates nothing.
 pub(crate) fn touch_snapshots() {
-    SNAPSHOTS.with(|s| {
+    let _ = SNAPSHOTS.try_with(|s| {
         if let Ok(mut v) = s.try_borrow_mut() {
             v.reserve(1);
         }
@@ -247,11 +247,14 @@ impl Pools {
     }
 
     /// Run `f` with this thread's snapshot, refreshed if pools changed since it was taken.
+    /// A fresh snapshot stands in where the thread's list is destroyed (an operation during
+    /// the thread's teardown) or borrowed.
     #[inline]
     pub(crate) fn with_snapshot<R>(&self, f: impl FnOnce(&Snapshot) -> R) -> R {
         let gen = self.generation.load(Ordering::Acquire);
-        SNAPSHOTS.with(|cell| {
-            let mut snaps = cell.borrow_mut();
+        let mut f = Some(f);
+        let kept = SNAPSHOTS.try_with(|cell| {
+            let mut snaps = cell.try_borrow_mut().ok()?;
             let pos = snaps.iter().position(|s| s.instance == self.instance);
             let idx = match pos {
                 Some(i) if snaps[i].generation == gen => i,
@@ -272,8 +275,12 @@ impl Pools {
                     }
                 }
             };
-            f(&snaps[idx])
-        })
+            Some((f.take().expect("f runs once"))(&snaps[idx]))
+        });
+        match kept {
+            Ok(Some(r)) => r,
+            _ => (f.take().expect("f not run"))(&self.take_snapshot()),
+        }
     }
 
     /// Forget this thread's snapshot (so a dropped cache's pools are not kept alive by it).

@@ -415,3 +415,74 @@ fn has_area_says_which_areas_are_attached() {
         Err(uzswap_zswap::Error::AreaExists(0))
     ));
 }
+
+/// A thread-local destructor that stores, loads and writes back pages after the cache's own
+/// thread-locals of that thread (its buffers, pool snapshots, codec contexts) were destroyed:
+/// temporary ones stand in, and every page reads back (an embedder's exit-time code, such as a
+/// paged program's key destructors under `uzswap run`, which frees the pager's state at thread
+/// exit). Before, the buffer and the snapshot list panicked there.
+#[test]
+fn operations_during_thread_teardown_use_temporary_state() {
+    use std::sync::Arc;
+    struct Late(Arc<uzswap_zswap::Zswap>, Vec<Vec<u8>>);
+    impl Drop for Late {
+        fn drop(&mut self) {
+            let mut buf = vec![0u8; PAGE_SIZE];
+            for (i, p) in self.1.iter().enumerate() {
+                let s = slot(100 + i as u64);
+                assert!(!matches!(
+                    self.0.store(s, p, CgroupId::ROOT),
+                    StoreOutcome::Rejected(_)
+                ));
+                assert_eq!(self.0.load(s, &mut buf, false).unwrap(), LoadOutcome::Hit);
+                assert_eq!(&buf, p, "page {i} during teardown");
+            }
+            // Writeback reads the page into the thread's page buffer, destroyed by now.
+            let freed: u64 = (0..4)
+                .map(|_| self.0.shrinker_scan(CgroupId::ROOT, 0, 64).freed)
+                .sum();
+            assert!(freed > 0, "writeback during teardown");
+        }
+    }
+    thread_local! {
+        static LATE: std::cell::RefCell<Option<Late>> = const { std::cell::RefCell::new(None) };
+    }
+    for alg in [
+        Algorithm::Lz4,
+        Algorithm::Zstd { level: 3 },
+        Algorithm::Deflate { level: 6 },
+    ] {
+        let (z, _swap) = cache(
+            Params {
+                compressor: alg,
+                shrinker_enabled: true,
+                ..small_params(1024)
+            },
+            256,
+        );
+        let z = Arc::new(z);
+        let pages = mixed_pages(40);
+        let z2 = z.clone();
+        std::thread::spawn(move || {
+            // Registered first, so destroyed after the cache's thread-locals, which the
+            // operations below register.
+            LATE.with(|l| *l.borrow_mut() = Some(Late(z2.clone(), pages)));
+            let mut buf = vec![0u8; PAGE_SIZE];
+            let p = vec![7u8; PAGE_SIZE];
+            z2.store(slot(1), &p, CgroupId::ROOT);
+            z2.load(slot(1), &mut buf, false).unwrap();
+        })
+        .join()
+        .unwrap();
+        let mut buf = vec![0u8; PAGE_SIZE];
+        for (i, p) in mixed_pages(40).iter().enumerate() {
+            // From the pool, or from the swap file where the teardown wrote it back.
+            assert_ne!(
+                z.load(slot(100 + i as u64), &mut buf, false).unwrap(),
+                LoadOutcome::Absent,
+                "{alg:?} page {i}"
+            );
+            assert_eq!(&buf, p, "{alg:?} page {i}");
+        }
+    }
+}
