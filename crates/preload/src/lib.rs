@@ -12,6 +12,11 @@
 //! glibc's own malloc instead: libc fills them with internal system calls the wrappers can't
 //! see, which would fail with EFAULT on an evicted page. The caller is told apart by the
 //! return address (the naked entry points pass it on); `free`/`realloc` dispatch by address.
+//!
+//! **Thread exit.** The pager's own thread-local destructors are kept in a table in the
+//! thread's static storage (`__cxa_thread_atexit_impl`) and run from the destructor of the
+//! thread's alternate-stack key (`thread_gone`), after the program's thread-local destructors;
+//! the alternate stack goes last.
 
 extern crate libmimalloc_sys;
 
