@@ -867,7 +867,8 @@ int main(int argc, char **argv) {
 /// the two would be lost, were protection changes not ordered against evictions (the
 /// `mprotect` wrapper). Every write is found at the end. A pause of 200 µs between the read
 /// and the drop (a test hook) widens the window: without the ordering, three runs in four
-/// lost writes (2-6 pages); without the pause, one in eleven.
+/// lost writes (2-6 pages); without the pause, one in eleven. A second run toggles the chunks
+/// between writable and writable-executable (evicted through the executable scratch area).
 #[test]
 fn a_write_after_mprotect_is_never_lost_to_a_read_only_eviction() {
     if !uffd_ok() {
@@ -880,6 +881,10 @@ fn a_write_after_mprotect_is_never_lost_to_a_read_only_eviction() {
         r["pager"]["evictions_read_only"].as_u64().unwrap() > 1000,
         "{r}"
     );
+    // The same with the chunks writable and executable between writes: those evictions move
+    // (through the executable scratch area), which no write can slip past.
+    let r = same_output_within_env("8M", &pause, &[exe.to_str().unwrap(), "x"], 120);
+    assert!(r["pager"]["evictions_exec"].as_u64().unwrap() > 1000, "{r}");
 }
 
 const RO_RACE: &str = r#"#include <pthread.h>
@@ -890,6 +895,8 @@ const RO_RACE: &str = r#"#include <pthread.h>
 #include <sys/mman.h>
 enum { PAGES = 2048, CHUNK = 8, ITERS = 8000 };
 static unsigned char *ro;
+/* the protection between writes: read-only, or (argument x) writable and executable */
+static int locked = PROT_READ;
 static uint32_t *expect;
 static volatile int done;
 static uint32_t word(uint32_t p, uint32_t c, uint32_t k) { return p * 2654435761u ^ c * 40503u ^ k; }
@@ -907,7 +914,7 @@ static void *writer(void *arg) {
             uint32_t *w = (uint32_t *)(c + k * 4096);
             for (int j = 0; j < 1024; j += 61) w[j] = word(p, n, j);
         }
-        if (mprotect(c, CHUNK * 4096, PROT_READ)) { perror("mprotect"); exit(3); }
+        if (mprotect(c, CHUNK * 4096, locked)) { perror("mprotect"); exit(3); }
     }
     return 0;
 }
@@ -919,12 +926,13 @@ static void *pressure(void *arg) {
     free((void *)h);
     return arg;
 }
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc > 1 && argv[1][0] == 'x') locked = PROT_READ | PROT_WRITE | PROT_EXEC;
     if (posix_memalign((void **)&ro, 4096, (size_t)PAGES * 4096)) return 2;
     expect = calloc(PAGES, sizeof *expect);
     for (uint32_t p = 0; p < PAGES; p++)
         for (int j = 0; j < 1024; j += 61) ((uint32_t *)(ro + p * 4096))[j] = word(p, 0, j);
-    if (mprotect(ro, (size_t)PAGES * 4096, PROT_READ)) { perror("mprotect"); return 3; }
+    if (mprotect(ro, (size_t)PAGES * 4096, locked)) { perror("mprotect"); return 3; }
     pthread_t w[2], pr;
     pthread_create(&pr, 0, pressure, 0);
     for (int i = 0; i < 2; i++) pthread_create(&w[i], 0, writer, (void *)(uintptr_t)i);
