@@ -317,7 +317,6 @@ impl Pools {
         }
     }
 
-    /// Pages held by all live pools (`zswap_total_pages`).
     /// CPU time (ns) of every pool's background thread.
     pub(crate) fn background_cpu_ns(&self) -> u64 {
         self.reg
@@ -328,6 +327,7 @@ impl Pools {
             .sum()
     }
 
+    /// Pages held by all live pools (`zswap_total_pages`).
     pub(crate) fn total_pages(&self) -> u64 {
         self.reg
             .lock()
