@@ -57,11 +57,11 @@ pub fn timed<R>(f: impl FnOnce() -> R) -> (PhaseTime, R) {
 }
 
 /// Releases a phase's threads together. With `std::sync::Barrier` the last thread to arrive
-/// wakes the others through a futex, and on a 2-vCPU VM the woken thread started 10-40 µs
-/// later (at times 0.7-2.6 ms): 1-3 % of a 1.2 ms two-thread invalidation phase, counted as
-/// that phase's time, and nothing of a compression phase. Spinning until the last thread has
-/// arrived, the starts were mostly within 1 µs of each other. After about a million spins a waiter
-/// yields, for more threads than CPUs.
+/// wakes the others through a futex, and on a 2-vCPU VM the woken thread started 1-40 µs
+/// later (at times 0.7-2.6 ms): up to 3 % of a 1.2 ms two-thread invalidation phase, counted
+/// as that phase's time, and nothing of a compression phase. Spinning until the last thread
+/// has arrived, the starts were mostly within 1 µs of each other. After about a million spins
+/// a waiter yields, for more threads than CPUs.
 struct StartGate {
     arrived: AtomicUsize,
     n: usize,
