@@ -89,9 +89,9 @@ impl StartGate {
     }
 }
 
-/// Runs `work(item)` on one thread per item, all released together ([`StartGate`]); returns the wall
-/// time from the earliest start to the latest end, the threads' summed CPU time, and each
-/// thread's result.
+/// Runs `work(item)` on one thread per item, all released together ([`StartGate`]); returns
+/// the wall time from the earliest start to the latest end, the threads' summed CPU time, and
+/// each thread's result.
 pub fn parallel<W: Send, R: Send>(
     items: Vec<W>,
     work: impl Fn(W) -> R + Sync,
@@ -197,6 +197,28 @@ mod tests {
         assert!(median(&[]).is_nan());
         assert_eq!(paired_median(&[2.0, 9.0, 4.0], &[1.0, 3.0, 4.0]), 2.0);
         assert_eq!(best(&[1.0, 5.0, 2.0]), 5.0);
+    }
+
+    #[test]
+    fn the_gate_opens_when_all_arrived_and_parallel_keeps_the_order() {
+        // More threads than CPUs: the waiters must yield, not spin forever.
+        let n = 4 * std::thread::available_parallelism().map_or(2, |p| p.get());
+        let gate = StartGate::new(n);
+        let seen: Vec<usize> = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..n)
+                .map(|_| {
+                    s.spawn(|| {
+                        gate.wait();
+                        gate.arrived.load(Ordering::Acquire)
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert!(seen.iter().all(|&a| a == n), "{seen:?}");
+        let (t, out) = parallel((0..n).collect(), |i| i * 10);
+        assert_eq!(out, (0..n).map(|i| i * 10).collect::<Vec<_>>());
+        assert!(t.wall > Duration::ZERO);
     }
 
     #[test]
