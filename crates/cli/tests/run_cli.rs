@@ -4499,13 +4499,19 @@ fn a_program_with_its_own_malloc_is_refused_and_one_taking_its_address_runs() {
         r#"
 #include <stddef.h>
 #include <stdio.h>
+#include <unistd.h>
 extern void *__libc_malloc(size_t), *__libc_calloc(size_t, size_t), *__libc_realloc(void *, size_t);
 extern void __libc_free(void *);
 void *malloc(size_t n) { return __libc_malloc(n); }
 void *calloc(size_t n, size_t m) { return __libc_calloc(n, m); }
 void *realloc(void *p, size_t n) { return __libc_realloc(p, n); }
 void free(void *p) { __libc_free(p); }
-int main(void) { puts("ran"); return 0; }
+int main(int argc, char **argv) {
+    puts("ran");
+    fflush(stdout);
+    if (argc > 1) { execvp(argv[1], argv + 1); return 127; }
+    return 0;
+}
 "#,
         &["-rdynamic"],
     );
@@ -4517,6 +4523,26 @@ int main(void) { puts("ran"); return 0; }
     assert_eq!(out.status.code(), Some(125), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("links its own malloc"));
     assert!(out.stdout.is_empty(), "the program must not run: {out:?}");
+
+    // Started by a paged program of the tree (as cargo starts rustc), it runs unpaged and the
+    // run counts it, as a statically linked one; what it execs is paged and counted, so the
+    // count stays exact: two unpaged runs, the second exec'ing `echo`.
+    let rep = workdir().join("report-own-malloc-child.json");
+    let script = format!("{0}; {0} echo child", own.display());
+    let out = run_under("16M", &rep, &["sh", "-c", &script]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "ran\nran\nchild\n");
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("cannot manage"),
+        "nothing said by the program's own process: {out:?}"
+    );
+    let r = report(&rep);
+    assert_eq!(r["execs_unpaged"].as_u64(), Some(2), "{r}");
+    assert_eq!(r["processes_paged"].as_u64(), Some(2), "sh and echo: {r}");
+    assert!(
+        r["warnings"].to_string().contains("their own malloc"),
+        "{r}"
+    );
 
     let address = compile(
         "malloc_address",

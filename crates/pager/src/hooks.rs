@@ -756,8 +756,8 @@ pub fn read_env() {
 /// (`n` -1): the tree's count of images started, against which those that set up their pager
 /// tell how many ran unpaged (statically linked, set-user-ID, a failed start).
 pub fn count_exec(n: i64) {
-    if let Some(p) = crate::pager() {
-        p.seg.execs.fetch_add(n as u64, Relaxed);
+    if let Some(s) = crate::tree_segment() {
+        s.execs.fetch_add(n as u64, Relaxed);
     }
 }
 

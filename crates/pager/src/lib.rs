@@ -70,19 +70,7 @@ pub fn init() -> Result<&'static Pager, String> {
     pagelog::init();
     hooks::read_env();
     let cfg = Config::from_env();
-    // The segment's fd is inherited, unless a parent closed it before exec (Python's
-    // subprocess closes every fd by default): then open it again through `uzswap run`'s
-    // /proc entry for it.
-    let fd = std::env::var("UZSWAP_SHM_FD")
-        .ok()
-        .and_then(|v| v.parse::<i32>().ok())
-        .filter(|&fd| shared::is_segment_fd(fd))
-        .or_else(|| {
-            let path = std::ffi::CString::new(std::env::var("UZSWAP_SHM_PATH").ok()?).ok()?;
-            // SAFETY: a NUL-terminated path; the fd stays open for the process's life.
-            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-            (fd >= 0 && shared::is_segment_fd(fd)).then(|| fds::adopt(fd, false))
-        });
+    let fd = segment_fd();
     // `uzswap run` put the inherited one above the program's numbers (`fds::floor`); both are
     // kept from the program's close calls.
     if let Some(fd) = fd {
@@ -112,6 +100,51 @@ pub fn init() -> Result<&'static Pager, String> {
         p.reclaim_thread();
     }
     Ok(p)
+}
+
+/// The run's accounting segment's fd: inherited, unless a parent closed it before exec
+/// (Python's subprocess closes every fd by default): then opened again through `uzswap run`'s
+/// /proc entry for it. `None` outside `uzswap run` (the library preloaded by hand).
+fn segment_fd() -> Option<i32> {
+    std::env::var("UZSWAP_SHM_FD")
+        .ok()
+        .and_then(|v| v.parse::<i32>().ok())
+        .filter(|&fd| shared::is_segment_fd(fd))
+        .or_else(|| {
+            let path = std::ffi::CString::new(std::env::var("UZSWAP_SHM_PATH").ok()?).ok()?;
+            // SAFETY: a NUL-terminated path; the fd stays open for the process's life.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+            (fd >= 0 && shared::is_segment_fd(fd)).then(|| fds::adopt(fd, false))
+        })
+}
+
+/// The run's segment, for a process that runs unpaged in the tree ([`join_unpaged`]).
+static UNPAGED: OnceLock<&'static shared::Segment> = OnceLock::new();
+
+/// For a program that can't be paged (it links its own `malloc`) started by a paged process
+/// of a `uzswap run` tree: true if the tree has started (a pager is set up somewhere in it,
+/// so this is not the program `uzswap run` started, which is refused instead). The process
+/// then runs unpaged and outside the budget, as a statically linked program the tree starts
+/// does, and is counted so (`execs_unpaged`); what it execs is counted too and keeps the run's
+/// environment, so that its own children (a compiler's linker) are paged in the tree.
+pub fn join_unpaged() -> bool {
+    let Some(fd) = segment_fd() else {
+        return false;
+    };
+    let Ok(seg) = shared::map_segment(Some(fd)) else {
+        return false;
+    };
+    if seg.images.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+        return false;
+    }
+    hooks::read_env();
+    let _ = UNPAGED.set(seg);
+    true
+}
+
+/// The run's segment: this process's pager's, or the one it joined unpaged.
+pub(crate) fn tree_segment() -> Option<&'static shared::Segment> {
+    pager().map(|p| p.seg).or_else(|| UNPAGED.get().copied())
 }
 
 /// Sets up the thread-local state the fault path uses (compression contexts, counter

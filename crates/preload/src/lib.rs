@@ -384,13 +384,15 @@ static FINI: extern "C" fn() = uzswap_fini;
 
 static THREAD_KEY: AtomicUsize = AtomicUsize::new(usize::MAX);
 
-/// Refuses a program whose executable defines `malloc` itself (an allocator linked in: rustc
-/// links jemalloc so). The executable comes first in the symbol lookup, so the dynamic linker,
-/// libc and Rust's `System` allocator inside this library would all allocate from it, in
-/// memory the program mapped and the pager manages: the fault handler's thread-local accesses
-/// read the thread's TLS vector there, and a pager allocation touches the allocator's state,
-/// both with SIGBUS blocked, so an evicted page of either killed the process (rustc under
-/// `--memory-max 19M` died of SIGBUS in five of six cache configurations, 2026-11-28).
+/// Finds a program whose executable defines `malloc` itself (an allocator linked in: rustc
+/// links jemalloc so), which can't be paged: refused as the program `uzswap run` starts, run
+/// unpaged when the tree starts it (`uzswap_init`). The executable comes first in the symbol
+/// lookup, so the dynamic linker, libc and Rust's `System` allocator inside this library would
+/// all allocate from it, in memory the program mapped and the pager manages: the fault
+/// handler's thread-local accesses read the thread's TLS vector there, and a pager allocation
+/// touches the allocator's state, both with SIGBUS blocked, so an evicted page of either killed
+/// the process (rustc under `--memory-max 19M` died of SIGBUS in five of six cache
+/// configurations, 2026-11-28).
 fn check_own_allocator() -> Result<(), String> {
     // SAFETY: dlsym and dladdr with NUL-terminated names and valid out-structs.
     unsafe {
@@ -436,7 +438,15 @@ fn check_own_allocator() -> Result<(), String> {
 extern "C" fn uzswap_init() {
     let _b = SigBlock::new();
     let strict = std::env::var_os("UZSWAP_STRICT").is_some();
-    if let Err(e) = check_own_allocator().and_then(|()| uzswap_pager::init().map(drop)) {
+    let refused = match check_own_allocator() {
+        // Started by a paged process of the tree (a compiler run by a build tool): it runs
+        // unpaged, counted and reported, as a statically linked program would. The program
+        // `uzswap run` started is refused instead, before its code runs.
+        Err(_) if strict && uzswap_pager::join_unpaged() => return,
+        Err(e) => Some(e),
+        Ok(()) => uzswap_pager::init().err(),
+    };
+    if let Some(e) = refused {
         sys::raw_stderr(format!("uzswap: cannot manage this process: {e}\n").as_bytes());
         if strict {
             // SAFETY: ending the process before the program runs.

@@ -863,7 +863,7 @@ fn warnings(r: &serde_json::Value) -> Vec<String> {
         w.push(format!(
             "{unpaged} programs started in the tree ran unpaged and outside the budget \
              (statically linked or set-user-ID programs, which the loader does not preload into, \
-             or a start that failed)"
+             programs that link their own malloc, or a start that failed)"
         ));
     }
     let over = g(&r["budget"]["over_budget_events"]);
