@@ -5,7 +5,7 @@
 # Usage: scripts/pager-torture.sh [FRAC ...]   (budget = plain peak RSS / FRAC; default 3 6)
 # Environment: UZSWAP (binary, default target/release/uzswap), PROGSET (1: the first ten
 # programs, the default; 2: ten more, among them git, make and jq; 3: six more, among them
-# sockets, pipes to child processes, Node's thread pool and g++; all), ONLY="prog ..." and
+# sockets, pipes to child processes, Node's thread pool, g++ and a cargo build; all), ONLY="prog ..." and
 # CONF_ONLY="c0 ..." to run a subset, WORK (scratch directory, default a new temporary one),
 # TIMEOUT (seconds per run, default 900). Prints one line per run; exits 1 if any run differs.
 # Touches no kernel setting: every run is user space (the swap files go to WORK).
@@ -190,6 +190,24 @@ EOF
     } > gpp.cpp
 fi
 
+# A Rust crate that cargo builds from scratch: cargo is paged, the rustc it starts links its
+# own malloc and runs unpaged (counted), the C compiler driver and linker rustc starts are paged.
+if { [ "${PROGSET:-1}" = 3 ] || [ "${PROGSET:-1}" = all ]; } && [ ! -d cdemo ]; then
+    mkdir -p cdemo/src
+    printf '[package]\nname = "cdemo"\nversion = "0.1.0"\nedition = "2021"\n' > cdemo/Cargo.toml
+    cat > cdemo/src/main.rs <<'EOF'
+use std::collections::{BTreeMap, HashMap};
+fn main() {
+    let mut m: HashMap<String, Vec<u64>> = HashMap::new();
+    for i in 0..200_000u64 {
+        m.entry(format!("k{}", i % 5000)).or_default().push(i * 7919 % 1_000_003);
+    }
+    let b: BTreeMap<_, _> = m.iter().map(|(k, v)| (k.clone(), v.iter().sum::<u64>())).collect();
+    println!("{} {}", b.len(), b.values().sum::<u64>());
+}
+EOF
+fi
+
 # name|command (run with sh -c).
 PROGS=(
     "py_dict|$PY py_dict.py"
@@ -222,6 +240,7 @@ PROGS3=(
     "tcl_dict|tclsh tcl_dict.tcl"
     "gpp|g++ -O1 -frandom-seed=1 -c -o gpp.o gpp.cpp && sha256sum < gpp.o"
     "java_par|java -XX:+UseParallelGC -XX:ParallelGCThreads=2 -Xmx256m JavaMap.java 400000 3"
+    "cargo|d=\$(mktemp -d ctgt.XXXXXX) && cargo build --release --offline -q --manifest-path cdemo/Cargo.toml --target-dir \$d && sha256sum < \$d/release/cdemo && \$d/release/cdemo; rm -rf \$d"
 )
 case "${PROGSET:-1}" in
     1) ;;
