@@ -19,7 +19,8 @@
 //! (`shared::Segment`, one memfd every process maps): the budget's totals, each process's slot
 //! (its charge, pool, last fault or CPU use for "idle processes give first", oldest pool entry on the
 //! tree's LRU clock for "one LRU for the tree's pools") and the futex words that wake the
-//! other processes' reclaim threads.
+//! other processes' reclaim threads. A program the tree starts that can't be paged (it links
+//! its own `malloc`) has no `Pager`, only the segment (`join_unpaged`), to count what it execs.
 //!
 //! **Lock order**: regions RwLock (read: faults, pins, eviction; write: mapping changes, fork;
 //! a `futex_rwlock`, whose waiters wait in the kernel, so that a fork child inherits no queue)
