@@ -4538,6 +4538,11 @@ int main(int argc, char **argv) {
     );
     let r = report(&rep);
     assert_eq!(r["execs_unpaged"].as_u64(), Some(2), "{r}");
+    assert_eq!(r["unpaged_programs"]["own_malloc"].as_u64(), Some(2), "{r}");
+    assert!(
+        r["counters"].get("unpaged_program:own_malloc").is_none(),
+        "{r}"
+    );
     assert_eq!(r["processes_paged"].as_u64(), Some(2), "sh and echo: {r}");
     assert!(
         r["warnings"].to_string().contains("their own malloc"),

@@ -140,6 +140,9 @@ pub fn join_unpaged() -> bool {
     }
     hooks::read_env();
     let _ = UNPAGED.set(seg);
+    let exe = std::fs::read_link("/proc/self/exe").unwrap_or_default();
+    let name = exe.file_name().map_or("?".into(), |n| n.to_string_lossy());
+    seg.add_counter(&format!("{}{name}", shared::UNPAGED_PROGRAM_PREFIX), 1);
     true
 }
 

@@ -18,6 +18,10 @@ pub const HIST_BUCKETS: usize = HIST_LINEAR + 24;
 pub const COUNTER_CELLS: usize = 96;
 const NAME_LEN: usize = 48;
 pub const MAGIC: u64 = 0x757a_7377_6170_0001;
+/// Named counters with this prefix count the programs that ran unpaged in the tree because they
+/// link their own `malloc`, by executable name (`crate::join_unpaged`); the report lists them
+/// apart from the cache's counters.
+pub const UNPAGED_PROGRAM_PREFIX: &str = "unpaged_program:";
 
 #[repr(C)]
 pub struct CounterCell {

@@ -725,8 +725,12 @@ fn build_report(
     direct_io: bool,
 ) -> serde_json::Value {
     let mut counters = serde_json::Map::new();
+    let mut unpaged_programs = serde_json::Map::new();
     for (k, v) in seg.counters() {
-        counters.insert(k, v.into());
+        match k.strip_prefix(uzswap_pager::shared::UNPAGED_PROGRAM_PREFIX) {
+            Some(name) => unpaged_programs.insert(name.to_string(), v.into()),
+            None => counters.insert(k, v.into()),
+        };
     }
     let l = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
     // The share of re-evictions (evictions of pages that had come back from the cache) that
@@ -743,9 +747,12 @@ fn build_report(
         // Processes of the tree that were paged (each process, fork child and exec'd image).
         "processes_paged": l(&seg.joined),
         // Programs the tree exec'd or spawned that did not set up their pager (statically
-        // linked or set-user-ID ones, which the loader does not preload into, or a failed start);
-        // uzswap's own start of CMD is the 1.
+        // linked or set-user-ID ones, which the loader does not preload into, ones that link
+        // their own malloc, or a failed start); uzswap's own start of CMD is the 1.
         "execs_unpaged": (l(&seg.execs) + 1).saturating_sub(l(&seg.images)),
+        // Of those, the ones that link their own malloc, by executable name (the others
+        // never run the preload, so they have no name here).
+        "unpaged_programs": unpaged_programs,
         // The whole process tree's CPU time and page faults (`getrusage(RUSAGE_CHILDREN)`):
         // what paging costs the program beyond the faults the pager resolves, e.g. the
         // write-protect faults of write tracking (minor faults in the kernel, no signal).
@@ -860,10 +867,19 @@ fn warnings(r: &serde_json::Value) -> Vec<String> {
     }
     let unpaged = g(&r["execs_unpaged"]);
     if unpaged > 0 && g(&r["processes_paged"]) > 0 {
+        let named: Vec<String> = r["unpaged_programs"]
+            .as_object()
+            .map(|m| m.iter().map(|(k, v)| format!("{k} ({})", g(v))).collect())
+            .unwrap_or_default();
+        let own = if named.is_empty() {
+            String::new()
+        } else {
+            format!("; linking their own malloc: {}", named.join(", "))
+        };
         w.push(format!(
             "{unpaged} programs started in the tree ran unpaged and outside the budget \
              (statically linked or set-user-ID programs, which the loader does not preload into, \
-             programs that link their own malloc, or a start that failed)"
+             programs that link their own malloc, or a start that failed{own})"
         ));
     }
     let over = g(&r["budget"]["over_budget_events"]);
