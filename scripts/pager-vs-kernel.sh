@@ -13,14 +13,19 @@ CG=/sys/fs/cgroup/memory/uzswap-run-bench
 . "$(dirname "$0")/kernel-side.sh"
 kernel_side_begin $CG "${SWAPFILE:-/var/tmp/uzswap-run-bench.swap}" "$SIZE"
 zswap_on "$ALG"
-echo "kernel before: $(vm)"
+before=$(vm)
+echo "kernel before: $before"
 oom0=$(oom_kills)
 t0=$(date +%s.%N)
 # The kernel's run can be OOM-killed under the limit: say so and go on to uzswap's runs.
 sh -c "echo \$\$ > $CG/tasks; exec \"\$@\"" sh "$@" > /tmp/uzswap-kernel.out ||
     echo "kernel run failed: status $?" > /tmp/uzswap-kernel.out
 t1=$(date +%s.%N)
-echo "kernel after:  $(vm)"
+after=$(vm)
+echo "kernel after:  $after"
+# The run's deltas, as the uzswap lines below give theirs.
+echo "kernel deltas: $(printf '%s\n%s\n' "$before" "$after" | tr ' ' '\n' | awk -F= 'NF==2 {
+    if ($1 in a) printf "%s %d ", $1, $2 - a[$1]; else a[$1] = $2 }')"
 oom=$(( $(oom_kills) - oom0 ))
 [ "$oom" = 0 ] || echo "kernel run: $oom process(es) OOM-killed in the cgroup" >> /tmp/uzswap-kernel.out
 echo "kernel: $(echo "$t1 - $t0" | bc) s, max usage $(( $(cat $CG/memory.max_usage_in_bytes) >> 20 )) MiB; $(cat /tmp/uzswap-kernel.out)"
