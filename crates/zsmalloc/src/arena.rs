@@ -275,6 +275,8 @@ struct ArenaInner {
     prefault: Arc<Prefault>,
     /// The prefault thread, started by the first chunk it is given.
     prefault_thread: Option<std::thread::JoinHandle<()>>,
+    /// CPU time of prefault threads stopped by [`Arena::park_prefault`].
+    prefault_parked_cpu_ns: u64,
     /// Pages in `cached`.
     cached_pages: usize,
     /// Frames below this index are read-write.
@@ -588,6 +590,7 @@ impl Arena {
                 policy,
                 prefault: Arc::default(),
                 prefault_thread: None,
+                prefault_parked_cpu_ns: 0,
             }),
         })
     }
@@ -1134,13 +1137,41 @@ impl Arena {
         }
     }
 
-    /// CPU time (ns) the prefault thread has used (0 without one).
+    /// CPU time (ns) the prefault threads have used (0 without one).
     pub(crate) fn prefault_thread_cpu_ns(&self) -> u64 {
-        self.inner
-            .lock()
-            .prefault_thread
-            .as_ref()
-            .map_or(0, thread_cpu_ns)
+        let g = self.inner.lock();
+        g.prefault_parked_cpu_ns + g.prefault_thread.as_ref().map_or(0, thread_cpu_ns)
+    }
+
+    /// Stops the prefault thread and waits for it to end (see [`crate::Pool::park_threads`]);
+    /// queued chunks stay queued for [`Arena::unpark_prefault`]'s new thread. The arena's
+    /// lock is held across the join, so no allocation starts a thread meanwhile: the thread
+    /// never takes that lock, and it stops after the chunk it is faulting in.
+    pub(crate) fn park_prefault(&self) {
+        let mut g = self.inner.lock();
+        let Some(t) = g.prefault_thread.take() else {
+            return;
+        };
+        g.prefault_parked_cpu_ns += thread_cpu_ns(&t);
+        g.prefault.state().stop = true;
+        g.prefault.cv.notify_all();
+        let _ = t.join();
+        g.prefault.state().stop = false;
+    }
+
+    /// Starts a prefault thread again (from the calling thread, whose credentials it takes)
+    /// if chunks wait in the queue; later ones start as usual, with the next chunk queued.
+    pub(crate) fn unpark_prefault(&self) {
+        let mut g = self.inner.lock();
+        if g.prefault_thread.is_some() || g.prefault.state().queue.is_empty() {
+            return;
+        }
+        let pf = g.prefault.clone();
+        let (base, frames) = (self.base as usize, self.frames);
+        g.prefault_thread = std::thread::Builder::new()
+            .name("zsmalloc-prefault".into())
+            .spawn(move || prefault_loop(&pf, base, frames))
+            .ok();
     }
 
     /// Returns the cached pages whose decay time has passed to the OS; returns how many.

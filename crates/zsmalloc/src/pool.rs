@@ -431,6 +431,20 @@ impl Pool {
         self.arena.split_huge_mappings();
     }
 
+    /// Stops the pool's background thread (the arena's prefault thread), if one runs, and
+    /// waits for it to end; the pool keeps working without it (a chunk is faulted in by the
+    /// allocation that carves it) until [`Pool::unpark_threads`] or the next chunk queued
+    /// starts one. For a caller about to change what only the calling thread's credentials
+    /// hold (`capset`, `PR_SET_KEEPCAPS`): threads made afterwards inherit the new ones.
+    pub fn park_threads(&self) {
+        self.arena.park_prefault();
+    }
+
+    /// Starts the background thread parked by [`Pool::park_threads`] again if it has work.
+    pub fn unpark_threads(&self) {
+        self.arena.unpark_prefault();
+    }
+
     /// The address ranges `(start, pages)` that may hold this pool's zspages, ascending: the
     /// memory to look at (in `/proc/self/pagemap`, say) to learn how much of the pool a fork
     /// child still shares with its parent. Free memory kept resident is left out; memory

@@ -814,6 +814,50 @@ impl Zswap {
         self.spawn_worker(&mut h)
     }
 
+    /// Stops the cache's background threads (the shrink worker, each pool's prefault thread)
+    /// and waits for them to end; the cache works on without them until
+    /// [`Zswap::unpark_threads`] starts them again (queued shrink work waits for that).
+    /// For an embedder about to change credentials that only the calling thread holds
+    /// (`capset`, `PR_SET_KEEPCAPS`, a raw `setuid` system call): threads inherit the
+    /// credentials of the thread that makes them, and glibc's `setuid` family aborts the
+    /// process when the call fails in one of its threads but not in another. A pressure
+    /// monitor's thread ([`Zswap::start_pressure_monitor`]) is not parked: stop and start it
+    /// again around the change.
+    pub fn park_threads(&self) {
+        {
+            let mut h = self.worker.lock();
+            if let Some(t) = h.take() {
+                let w = &self.inner.worker;
+                w.state.lock().stop = true;
+                w.cv.notify_all();
+                let _ = t.join();
+                w.state.lock().stop = false;
+                w.thread_up.store(false, Relaxed);
+            }
+        }
+        for p in self.inner.pools.live() {
+            p.zs.park_threads();
+        }
+    }
+
+    /// Starts the threads [`Zswap::park_threads`] stopped, from the calling thread (so with its
+    /// credentials): each pool's prefault thread if it has work, and the shrink worker (on
+    /// demand, if work is queued for it).
+    pub fn unpark_threads(&self) -> Result<(), Error> {
+        for p in self.inner.pools.live() {
+            p.zs.unpark_threads();
+        }
+        let mut h = self.worker.lock();
+        if h.is_some() {
+            return Ok(());
+        }
+        let on_demand = self.inner.worker.wake.is_some();
+        if on_demand && !self.inner.worker.state.lock().pending {
+            return Ok(());
+        }
+        self.spawn_worker(&mut h)
+    }
+
     /// True if a store queued the background worker and it has not started yet (one atomic
     /// load: cheap enough to poll after every operation).
     pub fn shrink_worker_queued(&self) -> bool {

@@ -671,3 +671,44 @@ fn root_events_are_the_global_counts_and_nested_cgroups_count_their_own() {
     assert_eq!((p.zswpout, p.zswpin, p.zswpwb), (4, 1, wb));
     assert_eq!((ch.zswpout, ch.zswpin, ch.zswpwb), (4, 1, wb));
 }
+
+/// `park_threads` (for an embedder about to change its thread's credentials) stops the shrink
+/// worker: the work queued meanwhile waits, the cache serves stores and loads without it, and
+/// `unpark_threads` starts a worker that does the work.
+#[test]
+fn parked_threads_leave_the_cache_working_and_queued_work_waits_for_unpark() {
+    let (z, _s) = cache(
+        Params {
+            proactive_shrink: true,
+            ..tiny()
+        },
+        8192,
+    );
+    z.park_threads();
+    z.park_threads(); // nothing left to stop: a no-op
+    let start = z.params().proactive_start_pages();
+    let mut i = 0;
+    while z.pool_total_pages() <= start {
+        assert_eq!(
+            z.store(slot(i), &structured_page(i), CgroupId::ROOT),
+            StoreOutcome::Stored
+        );
+        i += 1;
+    }
+    z.store(slot(i), &structured_page(i), CgroupId::ROOT);
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(z.counters().written_back_pages, 0, "no worker while parked");
+    z.unpark_threads().unwrap();
+    assert!(z.wait_shrink_idle(Duration::from_secs(20)));
+    assert!(
+        z.counters().written_back_pages > 0,
+        "the new worker wrote back"
+    );
+    assert!(z.pool_total_pages() <= z.params().accept_threshold_pages());
+    let mut buf = vec![0u8; PAGE_SIZE];
+    for j in 0..=i {
+        let o = z.load(slot(j), &mut buf, false).unwrap();
+        assert_ne!(o, LoadOutcome::Absent);
+        assert_eq!(buf, structured_page(j));
+    }
+}
