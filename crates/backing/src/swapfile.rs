@@ -446,6 +446,15 @@ impl SwapFile {
             .map_err(|e| (Op::Metadata, e))
     }
 
+    /// Makes the file now if it is made on first write ([`SwapFile::create_temp_on_first_write`]):
+    /// for a process about to give up the right to create files in its directory (a
+    /// privilege drop), which keeps the open file.
+    pub fn create_now(&self) -> Result<()> {
+        self.file()
+            .map(|_| ())
+            .map_err(|e| Error::from_io(Op::Create, None, e))
+    }
+
     /// The file, made now if it is made on first use.
     fn file(&self) -> io::Result<&File> {
         if let Some(f) = self.file.get() {

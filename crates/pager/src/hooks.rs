@@ -299,6 +299,50 @@ pub fn before_seccomp() {
     }
 }
 
+/// Does `prctl(op, ...)` change credentials that only the calling thread holds and that
+/// decide whether a later `setuid`-family call succeeds there? (`PR_SET_KEEPCAPS`,
+/// `PR_SET_SECUREBITS`: see [`around_thread_credentials`].)
+pub fn prctl_changes_thread_credentials(op: i32) -> bool {
+    op == libc::PR_SET_KEEPCAPS || op == libc::PR_SET_SECUREBITS
+}
+
+/// Does the system call `nr` (first argument `a1`) change the calling thread's credentials
+/// alone? `capset` and those `prctl`s do anyway; the `setuid` family does when made with
+/// `syscall` (glibc's functions change every thread). See [`around_thread_credentials`].
+pub fn syscall_changes_thread_credentials(nr: i64, a1: i64) -> bool {
+    matches!(
+        nr,
+        libc::SYS_capset
+            | libc::SYS_setuid
+            | libc::SYS_setgid
+            | libc::SYS_setreuid
+            | libc::SYS_setregid
+            | libc::SYS_setresuid
+            | libc::SYS_setresgid
+            | libc::SYS_setgroups
+    ) || (nr == libc::SYS_prctl && i32::try_from(a1).is_ok_and(prctl_changes_thread_credentials))
+}
+
+/// Makes `call`, which changes credentials of the calling thread only, with the pager's own
+/// threads of this process stopped, and starts them again afterwards from this thread, so
+/// that they hold the same credentials as the thread that changed them
+/// (`Pager::park_threads` says why: glibc aborts a `setuid` that fails in one thread).
+pub fn around_thread_credentials<R>(call: impl FnOnce() -> R) -> R {
+    let p = match crate::pager() {
+        Some(p) if !sys::in_pager() => p,
+        _ => return call(),
+    };
+    {
+        let _b = SigBlock::new();
+        p.park_threads();
+    }
+    let r = call();
+    // Started with every signal blocked, as at init.
+    let _b = SigBlock::new();
+    p.unpark_threads();
+    r
+}
+
 /// Should a new mapping with these arguments be managed?
 pub fn wants(len: usize, flags: i32, fd: i32) -> bool {
     let anon_private = flags & libc::MAP_ANONYMOUS != 0

@@ -100,6 +100,7 @@ pub fn init() -> Result<&'static Pager, String> {
     if p.cfg.budget_bytes > 0 {
         p.reclaim_thread();
     }
+    p.note_swap_dir_access();
     Ok(p)
 }
 

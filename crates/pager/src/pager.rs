@@ -416,6 +416,14 @@ pub struct Pager {
     last_donor: AtomicUsize,
     /// This process's reclaim thread runs (a staged batch needs it to be stored).
     reclaimer_up: AtomicBool,
+    /// The reclaim thread's handle (a leaked `Box`, null without one), for `park_threads`.
+    reclaim_join: AtomicPtr<std::thread::JoinHandle<()>>,
+    /// `park_threads` asks the reclaim thread to end.
+    reclaim_stop: AtomicBool,
+    /// Callers inside `park_threads`..`unpark_threads` (the last one out starts the threads).
+    parked: AtomicU32,
+    /// This process was counted in `swap_dir_denied`.
+    swap_dir_denied: AtomicBool,
     /// A staged batch exists, from its staging until the staging area is empty again (read
     /// without the reclaim mutex).
     staged: AtomicBool,
@@ -532,6 +540,10 @@ impl Pager {
             starved_at: AtomicI64::new(-1),
             last_donor: AtomicUsize::new(usize::MAX),
             reclaimer_up: AtomicBool::new(false),
+            reclaim_join: AtomicPtr::new(std::ptr::null_mut()),
+            reclaim_stop: AtomicBool::new(false),
+            parked: AtomicU32::new(0),
+            swap_dir_denied: AtomicBool::new(false),
             staged: AtomicBool::new(false),
             staging_dirty: AtomicUsize::new(0),
             stage_slots: (0..SCRATCH_PAGES).map(|_| AtomicUsize::new(0)).collect(),
@@ -2211,7 +2223,7 @@ impl Pager {
     pub fn reclaim_thread(&'static self) {
         // std allocates the thread's handle with the system malloc: keep it off the heap.
         let _g = InPager::enter();
-        let _ = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name("uzswap-reclaim".into())
             .spawn(move || {
                 let _g = InPager::enter();
@@ -2229,6 +2241,9 @@ impl Pager {
                     self.seg.wait_reclaim(seen, wake_ms);
                     if self.pid.load(Relaxed) != me {
                         return; // a fork child's copy of a parent thread: never runs
+                    }
+                    if self.reclaim_stop.load(Acquire) {
+                        return; // `park_threads`
                     }
                     self.recount_shared(if self.over_budget() {
                         Recount::Urgent
@@ -2252,6 +2267,102 @@ impl Pager {
                     self.seg.note_peak();
                 }
             });
+        if let Ok(h) = spawned {
+            let old = self.reclaim_join.swap(Box::into_raw(Box::new(h)), AcqRel);
+            if !old.is_null() {
+                // SAFETY: a pointer from `Box::into_raw` above, taken out of the field once.
+                drop(unsafe { Box::from_raw(old) }); // detaches it
+            }
+        }
+    }
+
+    /// Stops this process's own threads (the reclaim thread, the cache's shrink worker and
+    /// prefault threads) and waits for them to end, for a call about to change credentials
+    /// that only the calling thread holds: `capset`, `prctl(PR_SET_KEEPCAPS)`,
+    /// `prctl(PR_SET_SECUREBITS)`, or a `setuid`-family system call made with `syscall`.
+    /// Threads inherit the credentials of the thread that makes them, so
+    /// [`Pager::unpark_threads`], made after the call, starts them with the new ones.
+    ///
+    /// Why: glibc's `setuid` family changes every thread it knows of (ours too) and aborts
+    /// the process when the call succeeds in one thread and fails in another. `setpriv
+    /// --reuid`, for one, keeps its capabilities across the uid change with `PR_SET_KEEPCAPS`
+    /// and `capset`, which act on its own thread only; the reclaim thread lost its
+    /// capabilities with the new uid, its `setresgid` failed, and the program died with
+    /// SIGABRT before it could exec anything.
+    ///
+    /// The program's faults are served meanwhile (on its own threads, as always); only
+    /// background reclaim and pool prefaulting wait.
+    pub fn park_threads(&self) {
+        if self.parked.fetch_add(1, AcqRel) != 0 {
+            return;
+        }
+        let _g = InPager::enter();
+        // A privilege drop may take away the right to create the swap file (made on first
+        // write): made now, it stays open. Failing here, the first write fails as it would.
+        let _ = self.area.create_now();
+        let h = self.reclaim_join.swap(std::ptr::null_mut(), AcqRel);
+        if !h.is_null() {
+            self.reclaim_stop.store(true, Release);
+            self.seg.request_reclaim(); // out of its wait now
+                                        // SAFETY: a pointer from `Box::into_raw` in `reclaim_thread`, taken out once.
+            let h = unsafe { Box::from_raw(h) };
+            let _ = h.join();
+            self.reclaim_stop.store(false, Release);
+            self.reclaimer_up.store(false, Release);
+        }
+        if let Some(z) = self.cache_made() {
+            z.park_threads();
+        }
+    }
+
+    /// Starts the threads [`Pager::park_threads`] stopped, from the calling thread.
+    pub fn unpark_threads(&'static self) {
+        if self.parked.fetch_sub(1, AcqRel) != 1 {
+            return;
+        }
+        if let Some(z) = self.cache_made() {
+            let _g = InPager::enter();
+            if let Err(e) = z.unpark_threads() {
+                let msg = format!("uzswap: cannot start the shrink worker again: {e}\n");
+                sys::raw_stderr(msg.as_bytes());
+            }
+        }
+        if self.cfg.budget_bytes > 0 && self.reclaim_join.load(Acquire).is_null() {
+            self.reclaim_thread();
+        }
+        self.note_swap_dir_access();
+    }
+
+    /// Counts this process in `swap_dir_denied` (once) if its swap file is still to be made
+    /// and its effective user may not create files in the swap directory: a program the tree
+    /// started as another user (`setpriv`, `runuser`), which `uzswap run`'s check of the
+    /// directory before the start could not foresee.
+    pub fn note_swap_dir_access(&self) {
+        if self.swap_dir_denied.load(Relaxed) || self.area.raw_fds()[0].is_some() {
+            return;
+        }
+        let Ok(dir) = std::ffi::CString::new(self.cfg.swap_dir.as_os_str().as_encoded_bytes())
+        else {
+            return;
+        };
+        let _g = InPager::enter();
+        // SAFETY: a NUL-terminated path we own; faccessat2 only reads it.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_faccessat2,
+                libc::AT_FDCWD,
+                dir.as_ptr(),
+                libc::W_OK | libc::X_OK,
+                libc::AT_EACCESS,
+            )
+        };
+        let e = std::io::Error::last_os_error().raw_os_error();
+        if r != 0
+            && matches!(e, Some(libc::EACCES | libc::EPERM | libc::EROFS))
+            && !self.swap_dir_denied.swap(true, Relaxed)
+        {
+            self.seg.swap_dir_denied.fetch_add(1, Relaxed);
+        }
     }
 
     /// One LRU for the tree's pools: after a shrink worker stopped because another process
@@ -3617,8 +3728,12 @@ impl Pager {
         self.retired.store(false, Relaxed);
         self.starved_at.store(-1, Relaxed);
         // The child has no reclaim thread until the fork hook starts one: nothing is staged
-        // until then (a staged batch would wait for it).
+        // until then (a staged batch would wait for it). The handle names the parent's
+        // thread: never joined or detached here (its box is left).
         self.reclaimer_up.store(false, Relaxed);
+        self.reclaim_join.store(std::ptr::null_mut(), Relaxed);
+        self.reclaim_stop.store(false, Relaxed);
+        self.parked.store(0, Relaxed);
         // The inherited resident pages are the parent's, shared copy-on-write: not charged
         // again (the kernel charges a page once, to the cgroup that faulted it in).
         // Their kept clean copies are dropped (once the swap file is the child's own): the

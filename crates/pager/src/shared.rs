@@ -171,6 +171,10 @@ pub struct Segment {
     pub io_uring_refused: AtomicU64,
     /// Processes that stopped being paged because they installed a seccomp filter.
     pub seccomp_detached: AtomicU64,
+    /// Processes whose user may not create their swap file in the run's swap directory (a
+    /// program the tree started as another user): what they write back fails, and those
+    /// pages stay in memory.
+    pub swap_dir_denied: AtomicU64,
     /// Pages the `mlock` wrappers pinned (each page once per lock: a page locked again while
     /// locked is not counted again).
     pub mlocked_pages: AtomicU64,

@@ -782,10 +782,14 @@ pub unsafe extern "C" fn prctl(
     // SAFETY: the caller's arguments.
     unsafe { prctl_pins(&mut pins, op, a2, a3, a4, a5) };
     // SAFETY: libc's variadic prctl, given every argument register.
-    unsafe {
+    let call = || unsafe {
         let f: unsafe extern "C" fn(c_int, ...) -> c_int = std::mem::transmute(S.get());
         f(op, a2, a3, a4, a5)
+    };
+    if uzswap_pager::hooks::prctl_changes_thread_credentials(op) {
+        return uzswap_pager::hooks::around_thread_credentials(call);
     }
+    call()
 }
 
 // ---------------------------------------------------------------- timers, signals, clocks, names

@@ -70,5 +70,25 @@ io_wrap!(getresgid(r: *mut gid_t, e: *mut gid_t, s: *mut gid_t) -> c_int;
     |p| { p.add(r.cast(), 4); p.add(e.cast(), 4); p.add(s.cast(), 4) });
 io_wrap!(capget(h: *mut c_void, d: *mut c_void) -> c_int;
     |p| { p.add(h, CAP_HEADER); p.add(d, CAP_DATA) });
-io_wrap!(capset(h: *mut c_void, d: *const c_void) -> c_int;
-    |p| { p.add(h, CAP_HEADER); p.add(d, CAP_DATA) });
+
+/// Pins its arguments and makes the call with the pager's threads stopped
+/// (`uzswap_pager::hooks::around_thread_credentials`): capabilities are the calling thread's
+/// alone, and the threads started again take them.
+///
+/// # Safety
+/// As `capset(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn capset(h: *mut c_void, d: *const c_void) -> c_int {
+    static S: NextSym = NextSym::new(c"capset");
+    let mut p = Pinned::none();
+    p.add(h, CAP_HEADER);
+    p.add(d, CAP_DATA);
+    uzswap_pager::hooks::around_thread_credentials(|| {
+        // SAFETY: libc's capset, given the caller's arguments.
+        unsafe {
+            let f: unsafe extern "C" fn(*mut c_void, *const c_void) -> c_int =
+                std::mem::transmute(S.get());
+            f(h, d)
+        }
+    })
+}

@@ -1725,6 +1725,18 @@ pub unsafe extern "C" fn syscall(
         // SECCOMP_SET_MODE_STRICT or _FILTER (libseccomp's `seccomp_load`).
         hooks::before_seccomp();
     }
+    if hooks::syscall_changes_thread_credentials(nr, a1) {
+        // The calling thread's credentials alone: the pager's threads follow them.
+        let mut p = Pinned::none();
+        if nr == libc::SYS_capset {
+            p.add(a1 as usize as *const c_void, 8);
+            p.add(a2 as usize as *const c_void, 24);
+        } else if nr == libc::SYS_setgroups {
+            p.add(a2 as usize as *const c_void, a1.max(0) as usize * 4);
+        }
+        // SAFETY: libc's `syscall`, given every argument register.
+        return hooks::around_thread_credentials(|| unsafe { real(nr, a1, a2, a3, a4, a5, a6) });
+    }
     let _pins = if nr == libc::SYS_futex || nr == libc::SYS_futex_waitv {
         // SAFETY: the futex system call's arguments, as the kernel reads them.
         unsafe { pin_futex_args(nr, a1, a2, a4, a5) }

@@ -160,13 +160,43 @@ pub fn check_program(path: &Path) -> Result<()> {
     check_program_depth(path, 0)
 }
 
+/// Would exec'ing `path` from this process be a secure exec (`AT_SECURE`, where the dynamic
+/// loader ignores `LD_PRELOAD`)? The kernel makes it one when the exec changes the process's
+/// ids or raises its capabilities: a set-user-ID program owned by another user than the real
+/// one, a set-group-ID program (group-executable) of another group, a program with file
+/// capabilities run by an ordinary user. Root starting a set-user-ID-root program (`su`,
+/// `sudo`) changes nothing, and it is paged like any other.
+fn secure_exec(path: &Path, meta: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: getuid and getgid have no preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let mode = meta.permissions().mode();
+    if mode & 0o4000 != 0 && meta.uid() != uid {
+        return Some("is set-user-ID");
+    }
+    if mode & 0o2010 == 0o2010 && meta.gid() != gid {
+        return Some("is set-group-ID");
+    }
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: a NUL-terminated path and attribute name; a null buffer of size 0 asks only
+    // for the value's size.
+    let caps = unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            c"security.capability".as_ptr(),
+            std::ptr::null_mut(),
+            0,
+        )
+    };
+    (caps > 0 && uid != 0).then_some("has file capabilities")
+}
+
 fn check_program_depth(path: &Path, depth: u32) -> Result<()> {
     let meta = std::fs::metadata(path).with_context(|| format!("{}", path.display()))?;
-    let mode = meta.permissions().mode();
-    if mode & 0o6000 != 0 {
+    if let Some(why) = secure_exec(path, &meta) {
         bail!(
-            "{} is set-user-ID or set-group-ID: the dynamic loader ignores LD_PRELOAD for it, \
-             so its memory can't be managed",
+            "{} {why}: the dynamic loader ignores LD_PRELOAD for it, so its memory can't be \
+             managed",
             path.display()
         );
     }
@@ -816,6 +846,7 @@ fn build_report(
             "unmanageable_mappings": l(&seg.unmanageable),
             "execs_unwrapped": l(&seg.execs_unwrapped),
             "io_uring_refused": l(&seg.io_uring_refused),
+            "swap_dir_denied": l(&seg.swap_dir_denied),
             "cgroup_view_opens": l(&seg.cgroup_view_opens),
             "seccomp_detached": l(&seg.seccomp_detached),
             "mlocked_pages": l(&seg.mlocked_pages),
@@ -847,6 +878,14 @@ fn warnings(r: &serde_json::Value) -> Vec<String> {
         w.push(format!(
             "{writes} writes to the swap files in {dir} failed ({cause}); \
              those pages stayed in memory (--swap-dir chooses another directory)"
+        ));
+    }
+    let denied = g(&r["pager"]["swap_dir_denied"]);
+    if denied > 0 {
+        w.push(format!(
+            "{denied} process(es) ran as a user who may not create files in {dir}: \
+             their pages could not be written back (--swap-dir chooses a directory every \
+             user of the run may write to)"
         ));
     }
     let (reads, sums) = (g(&c["swap_read_errors"]), g(&c["swap_checksum_errors"]));
