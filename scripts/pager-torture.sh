@@ -18,7 +18,9 @@ REPO=$(realpath "$(dirname "$0")/..")
 # The second set reads this repository at a commit every clone has.
 REPO_COMMIT=31f39c5
 mkdir -p "$WORK" && cd "$WORK" || exit 2
-export UZSWAP_SWAP_DIR=$WORK
+# Sticky and writable by all, as /tmp: the third set's PostgreSQL runs as its own user.
+mkdir -p swap && chmod 1777 swap
+export UZSWAP_SWAP_DIR=$WORK/swap
 
 # Inputs, made once, deterministic.
 if [ ! -f words.txt ]; then
@@ -259,6 +261,44 @@ CONFS=(
     "c5|--victim clock-faults --lru per-pool --zero-pages entry --compressor lzo"
 )
 selected() { [ -z "$1" ] || [[ " $1 " == *" $2 "* ]]; }
+# The third set's PostgreSQL: a server and its client in one tree. The server drops from root
+# to the postgres user with setpriv (as a service manager starts it), forks a backend per
+# connection and sorts and indexes in its private memory; the output is the query results'
+# hash. Only as root, with PostgreSQL, setpriv and a postgres user on the machine.
+PGBIN=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d 2>/dev/null | sort -V | tail -1)
+if { [ "${PROGSET:-1}" = 3 ] || [ "${PROGSET:-1}" = all ]; } && [ ! -f pg_run.sh ] &&
+    [ "$(id -u)" = 0 ] && [ -x "$PGBIN/initdb" ] && command -v setpriv > /dev/null &&
+    id postgres > /dev/null 2>&1; then
+    chmod 755 . && mkdir -p pg && chown postgres pg
+    AS="setpriv --reuid postgres --regid postgres --init-groups --reset-env"
+    $AS "$PGBIN/initdb" -D "$PWD/pg/data" -A trust -U postgres > pg/initdb.log 2>&1
+    cat > pg/q.sql <<'EOF'
+drop table if exists t;
+create table t(a int, b text, c float8);
+insert into t select i, md5(i::text) || repeat('x', i % 50), (i::bigint * 7919 % 1000003)::float8 / 7 from generate_series(1, 600000) i;
+create index on t(b);
+select count(*), sum(length(b)), md5(string_agg(b, ',' order by b)) from t;
+select a % 1000 as k, count(*), sum(c)::numeric(20,3) from t group by 1 order by 1 limit 20;
+with s as (select b, row_number() over (order by c desc) r from t) select md5(string_agg(b || r, ';' order by r)) from s where r < 100000;
+EOF
+    chmod 644 pg/q.sql
+    cat > pg_run.sh <<EOF
+# Written by pager-torture.sh: a PostgreSQL server and its client, one process tree.
+D=$PWD/pg; B=$PGBIN; AS="$AS"
+PORT=\$((20000 + \$\$ % 20000))
+\$AS \$B/postgres -D \$D/data -k \$D -p \$PORT -c shared_buffers=16MB -c work_mem=64MB \\
+    -c maintenance_work_mem=128MB -c jit=off -c listen_addresses= > \$D/server.log 2>&1 &
+for i in \$(seq 600); do \$B/pg_isready -h \$D -p \$PORT -q && break; sleep 0.1; done
+out=\$(\$AS \$B/psql -h \$D -p \$PORT -X -q -A -t -f \$D/q.sql postgres 2> /dev/null)
+echo "psql status \$?"
+printf '%s\\n' "\$out" | sha256sum
+\$AS \$B/pg_ctl -D \$D/data stop -m fast > /dev/null || \$AS \$B/pg_ctl -D \$D/data stop -m immediate
+wait
+EOF
+fi
+if { [ "${PROGSET:-1}" = 3 ] || [ "${PROGSET:-1}" = all ]; } && [ -f pg_run.sh ]; then
+    PROGS+=("postgres|sh pg_run.sh")
+fi
 
 declare -A PEAK
 for p in "${PROGS[@]}"; do
