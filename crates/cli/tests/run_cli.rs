@@ -5238,3 +5238,41 @@ int main(int argc, char **argv) {
         "{r}"
     );
 }
+
+/// Processes of the tree that outlive CMD (a background job, a daemon) are counted in the
+/// report (`uzswap run` is the tree's subreaper) and said in a warning; one that ended before
+/// CMD, orphaned on the way, is not. `uzswap run` still returns at CMD's end.
+#[test]
+fn processes_outliving_the_command_are_reported() {
+    if !uffd_ok() {
+        return;
+    }
+    let rep = workdir().join("report-outliving.json");
+    let t0 = std::time::Instant::now();
+    // The inner shell ends at once, orphaning its `sleep 0.1`, which ends before CMD does.
+    let out = run_under(
+        "16M",
+        &rep,
+        &[
+            "sh",
+            "-c",
+            "sh -c 'sleep 0.1 &'; sleep 0.5; (sleep 2; echo late > /dev/null) & echo early",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "early\n");
+    let r = report(&rep);
+    let n = r["processes_running_at_exit"].as_u64().unwrap();
+    assert!((1..=2).contains(&n), "the subshell (and its sleep): {r}");
+    assert!(
+        r["warnings"]
+            .to_string()
+            .contains("still running when CMD ended"),
+        "{r}"
+    );
+    assert!(t0.elapsed().as_secs_f64() < 10.0, "returned at CMD's end");
+
+    let out = run_under("16M", &rep, &["sh", "-c", "sh -c 'sleep 0.1 &'; sleep 0.5"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(report(&rep)["processes_running_at_exit"].as_u64(), Some(0));
+}

@@ -593,6 +593,12 @@ fn run_inner(args: Args) -> Result<i32> {
             Ok(())
         });
     }
+    // The tree's subreaper, as a cgroup's init: a process whose parent ended becomes this
+    // one's child, so the processes still running when CMD ends can be counted
+    // (`processes_running_at_exit`), and those that end meanwhile are reaped here (a zombie
+    // would keep its charge in the tree: the pager tells the dead by `kill(pid, 0)`).
+    // SAFETY: a prctl on this process; no memory passed.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let start = Instant::now();
     let child = cmd
         .spawn()
@@ -606,19 +612,20 @@ fn run_inner(args: Args) -> Result<i32> {
     }
     relay_signals_to(pid);
     drop(held);
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is valid; wait4 fills both out-parameters.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    loop {
-        // SAFETY: waiting for our own child.
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+    // CMD's status and own rusage; orphans of the tree that end first are reaped on the way.
+    let (status, ru) = loop {
+        let mut st = 0;
+        // SAFETY: a zeroed rusage is valid; wait4 fills both out-parameters.
+        let mut r_ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waiting for our own children (CMD, and the orphans of the tree we adopted).
+        let r = unsafe { libc::wait4(-1, &mut st, 0, &mut r_ru) };
         if r == pid {
-            break;
+            break (st, r_ru);
         }
         if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             bail!("wait4: {}", std::io::Error::last_os_error());
         }
-    }
+    };
     let elapsed = start.elapsed().as_secs_f64();
     let exit_status = if libc::WIFEXITED(status) {
         libc::WEXITSTATUS(status)
@@ -637,6 +644,7 @@ fn run_inner(args: Args) -> Result<i32> {
     // never took their charge off; the survivors collect them as they go, and whatever is
     // left is collected here, the tree having ended.
     shm.seg.collect_dead(0);
+    let running = tree_processes_running();
     let mut report = build_report(
         shm.seg,
         exit_status,
@@ -648,6 +656,7 @@ fn run_inner(args: Args) -> Result<i32> {
         args.direct_io,
     );
     report["swap_dir"] = swap_dir.display().to_string().into();
+    report["processes_running_at_exit"] = running.into();
     // The limit every process's pool counts the whole tree's pools against.
     let limit = uzswap_pager::pager::cache_params(args.memory_max, covers_pool, Some(&params_env))
         .max_pool_pages();
@@ -855,6 +864,37 @@ fn build_report(
     })
 }
 
+/// Processes of the tree still running when CMD has ended: this process's descendants
+/// (orphans of the tree are its children, it being their subreaper), zombies left out.
+fn tree_processes_running() -> u64 {
+    let mut stack = vec![std::process::id()];
+    let mut n = 0;
+    while let Some(p) = stack.pop() {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Ok(list) = std::fs::read_to_string(t.path().join("children")) else {
+                continue;
+            };
+            for c in list
+                .split_whitespace()
+                .filter_map(|c| c.parse::<u32>().ok())
+            {
+                let stat = std::fs::read_to_string(format!("/proc/{c}/stat")).unwrap_or_default();
+                let zombie = stat
+                    .rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('Z'));
+                if !zombie {
+                    n += 1;
+                    stack.push(c);
+                }
+            }
+        }
+    }
+    n
+}
+
 fn secs(t: libc::timeval) -> f64 {
     t.tv_sec as f64 + t.tv_usec as f64 / 1e6
 }
@@ -915,10 +955,23 @@ fn warnings(r: &serde_json::Value) -> Vec<String> {
         } else {
             format!("; linking their own malloc: {}", named.join(", "))
         };
+        let starting = if g(&r["processes_running_at_exit"]) > 0 {
+            ", or one still starting when CMD ended"
+        } else {
+            ""
+        };
         w.push(format!(
             "{unpaged} programs started in the tree ran unpaged and outside the budget \
              (statically linked or set-user-ID programs, which the loader does not preload into, \
-             programs that link their own malloc, or a start that failed{own})"
+             programs that link their own malloc, or a start that failed{starting}{own})"
+        ));
+    }
+    let running = g(&r["processes_running_at_exit"]);
+    if running > 0 {
+        w.push(format!(
+            "{running} processes of the tree were still running when CMD ended (background \
+             jobs, daemons): they stay paged under the budget, and this report covers them up \
+             to CMD's end"
         ));
     }
     let over = g(&r["budget"]["over_budget_events"]);
