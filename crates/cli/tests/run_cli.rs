@@ -5276,3 +5276,53 @@ fn processes_outliving_the_command_are_reported() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(report(&rep)["processes_running_at_exit"].as_u64(), Some(0));
 }
+
+/// A program that lowers its own address-space limit after its start (`ulimit -v` in a shell,
+/// `setrlimit(RLIMIT_AS)`): the pager's heap reservation, made before, was larger than the
+/// new limit, so every later mapping failed (the program's own `mmap`, and the pager's cache:
+/// "nothing is paged out"). The reservation's unused tail is now given back to fit, and the
+/// pool reserves at most half the room left. Identical output, and pages are stored.
+#[test]
+fn a_program_lowering_its_address_space_limit_keeps_mapping_and_paging() {
+    if !uffd_ok() {
+        return;
+    }
+    ensure_preload();
+    let prog = compile(
+        "lower_rlimit_as",
+        r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+int main(int argc, char **argv) {
+    struct rlimit r = { 2000ul << 20, 2000ul << 20 };
+    if (setrlimit(RLIMIT_AS, &r)) { perror("setrlimit"); return 2; }
+    size_t n = 48u << 20, m = 16u << 20;
+    unsigned char *heap = malloc(n);
+    unsigned char *own = mmap(NULL, m, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (!heap || own == MAP_FAILED) { perror("allocating under the new limit"); return 3; }
+    unsigned x = 7;
+    for (size_t i = 0; i < n; i++) { if ((i & 4095) < 1024) { x = x * 1103515245 + 12345; heap[i] = x >> 16; } else heap[i] = (unsigned char)(i >> 12); }
+    for (size_t i = 0; i < m; i++) own[i] = (unsigned char)(i * 7 + (i >> 12));
+    unsigned long long sum = 0;
+    for (int k = 0; k < 2; k++) {
+        for (size_t i = 0; i < n; i += 8) sum += heap[i] * (k + 1);
+        for (size_t i = 0; i < m; i += 8) sum += own[i];
+    }
+    printf("%llu\n", sum);
+    return 0;
+}
+"#,
+        &[],
+    );
+    let rep = workdir().join("report-lower-rlimit-as.json");
+    let plain = Command::new(&prog).output().unwrap();
+    assert!(plain.status.success(), "{plain:?}");
+    let out = run_under("16M", &rep, &[prog.to_str().unwrap()]);
+    assert_same(&plain, &out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("cannot make the cache"), "{err}");
+    let r = report(&rep);
+    assert!(r["counters"]["zswpout"].as_u64().unwrap() > 1000, "{r}");
+}

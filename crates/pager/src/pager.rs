@@ -1105,9 +1105,17 @@ impl Pager {
                         Some(z)
                     }
                     Err(e) => {
+                        let mut why = e.to_string();
+                        let mut src = std::error::Error::source(&e);
+                        while let Some(s) = src {
+                            why = format!("{why}: {s}");
+                            src = s.source();
+                        }
                         sys::raw_stderr(
-                            format!("uzswap: cannot make the cache ({e}): nothing is paged out\n")
-                                .as_bytes(),
+                            format!(
+                                "uzswap: cannot make the cache ({why}): nothing is paged out\n"
+                            )
+                            .as_bytes(),
                         );
                         None
                     }

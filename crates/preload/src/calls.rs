@@ -399,12 +399,74 @@ io_wrap!(setgroups(n: size_t, l: *const gid_t) -> c_int; |p| { p.add(l.cast(), n
 const RLIMIT: usize = size_of::<libc::rlimit>();
 io_wrap!(getrlimit(r: c_int, l: *mut libc::rlimit) -> c_int; |p| { p.add(l.cast(), RLIMIT) });
 io_wrap!(getrlimit64(r: c_int, l: *mut libc::rlimit) -> c_int; |p| { p.add(l.cast(), RLIMIT) });
-io_wrap!(setrlimit(r: c_int, l: *const libc::rlimit) -> c_int; |p| { p.add(l.cast(), RLIMIT) });
-io_wrap!(setrlimit64(r: c_int, l: *const libc::rlimit) -> c_int; |p| { p.add(l.cast(), RLIMIT) });
-io_wrap!(prlimit(pid: pid_t, r: c_int, new: *const libc::rlimit, old: *mut libc::rlimit) -> c_int;
-    |p| { p.add(new.cast(), RLIMIT); p.add(old.cast(), RLIMIT) });
-io_wrap!(prlimit64(pid: pid_t, r: c_int, new: *const libc::rlimit, old: *mut libc::rlimit) -> c_int;
-    |p| { p.add(new.cast(), RLIMIT); p.add(old.cast(), RLIMIT) });
+
+/// `setrlimit`, `setrlimit64`, `prlimit`, `prlimit64`: the limits pinned for the call, and
+/// after an address-space limit set on this process, the heap reservation fitted under it
+/// (`fit_heap_to_address_limit`).
+macro_rules! rlimit_wrap {
+    ($name:ident) => {
+        /// Pins the limits and fits the heap reservation under a new RLIMIT_AS.
+        ///
+        /// # Safety
+        /// As `setrlimit(2)`.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(r: c_int, l: *const libc::rlimit) -> c_int {
+            static S: NextSym = NextSym::new(sym_name!($name));
+            let mut p = Pinned::none();
+            p.add(l.cast(), RLIMIT);
+            // SAFETY: the libc function of the same name and signature.
+            let ret = unsafe {
+                let f: unsafe extern "C" fn(c_int, *const libc::rlimit) -> c_int =
+                    std::mem::transmute(S.get());
+                f(r, l)
+            };
+            drop(p);
+            if ret == 0 && r as u32 == libc::RLIMIT_AS {
+                crate::fit_heap_to_address_limit();
+            }
+            ret
+        }
+    };
+    ($name:ident, pid) => {
+        /// Pins the limits and fits the heap reservation under a new RLIMIT_AS of this process.
+        ///
+        /// # Safety
+        /// As `prlimit(2)`.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            pid: pid_t,
+            r: c_int,
+            new: *const libc::rlimit,
+            old: *mut libc::rlimit,
+        ) -> c_int {
+            static S: NextSym = NextSym::new(sym_name!($name));
+            let mut p = Pinned::none();
+            p.add(new.cast(), RLIMIT);
+            p.add(old.cast(), RLIMIT);
+            // SAFETY: the libc function of the same name and signature.
+            let ret = unsafe {
+                let f: unsafe extern "C" fn(
+                    pid_t,
+                    c_int,
+                    *const libc::rlimit,
+                    *mut libc::rlimit,
+                ) -> c_int = std::mem::transmute(S.get());
+                f(pid, r, new, old)
+            };
+            drop(p);
+            // SAFETY: getpid has no preconditions.
+            let mine = pid == 0 || pid == unsafe { libc::getpid() };
+            if ret == 0 && !new.is_null() && mine && r as u32 == libc::RLIMIT_AS {
+                crate::fit_heap_to_address_limit();
+            }
+            ret
+        }
+    };
+}
+rlimit_wrap!(setrlimit);
+rlimit_wrap!(setrlimit64);
+rlimit_wrap!(prlimit, pid);
+rlimit_wrap!(prlimit64, pid);
 
 // ---------------------------------------------------------------- ioctl, fcntl, prctl (variadic)
 

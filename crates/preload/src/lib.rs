@@ -656,15 +656,15 @@ fn grown<T>(n: usize, f: impl Fn() -> *mut T) -> *mut T {
     if !p.is_null() || n >= MAX_ARENA {
         return p;
     }
-    grow_and_retry(gen, f)
+    grow_and_retry(gen, n, f)
 }
 
 #[cold]
 #[inline(never)]
-fn grow_and_retry<T>(mut gen: usize, f: impl Fn() -> *mut T) -> *mut T {
+fn grow_and_retry<T>(mut gen: usize, n: usize, f: impl Fn() -> *mut T) -> *mut T {
     let e = sys::errno();
     loop {
-        if !grow_heap(gen) {
+        if !grow_heap(gen, n) {
             // Said once: a program's out-of-memory error under `uzswap run` then has a cause.
             static SAID: AtomicBool = AtomicBool::new(false);
             if !SAID.swap(true, Relaxed) {
@@ -690,9 +690,11 @@ fn grow_and_retry<T>(mut gen: usize, f: impl Fn() -> *mut T) -> *mut T {
 }
 
 /// Adds the next arena unless another thread added one since `gen`: as large as all before
-/// it (so a few arenas cover the reservation), at most `MAX_ARENA`. False when the
-/// reservation is used up.
-fn grow_heap(gen: usize) -> bool {
+/// it (so a few arenas cover the reservation), at most `MAX_ARENA`, and large enough for the
+/// `n` bytes asked for where the reservation has room (under an address-space limit the
+/// reservation is small: 100 MiB asked of a 320 MiB one failed with 64 MiB arenas). False
+/// when the reservation is used up.
+fn grow_heap(gen: usize, n: usize) -> bool {
     loop {
         if HEAP_GEN.load(Acquire) != gen {
             return true;
@@ -712,7 +714,12 @@ fn grow_heap(gen: usize) -> bool {
             HEAP_HI.load(Relaxed),
             HEAP_ARENAS_END.load(Relaxed),
         );
-        let len = (end - lo).clamp(MIN_ARENA, MAX_ARENA).min(hi - end);
+        // mimalloc's meta-data and alignment inside the arena: 64 MiB of slack is ample.
+        let fit = n.saturating_add(2 * MIN_ARENA - 1) / MIN_ARENA * MIN_ARENA;
+        let len = (end - lo)
+            .clamp(MIN_ARENA, MAX_ARENA)
+            .max(fit.min(MAX_ARENA))
+            .min(hi - end);
         // The next stretch of our reservation, never handed out: zero (never filled, or filled
         // with zeros by the fault path).
         let ok = len >= MIN_ARENA && add_arena(end, len);
@@ -731,6 +738,12 @@ fn grow_heap(gen: usize) -> bool {
 /// below it, so that the program's own mappings keep the other half. Before, the 16 GiB
 /// reservation failed under such a limit and malloc stayed unmanaged (outside the budget).
 fn reserve_within_address_limit(default: usize) -> usize {
+    address_room(0).map_or(default, |room| default.min(room))
+}
+
+/// Half the address space left under RLIMIT_AS, counting `ours` bytes of what is mapped as
+/// free (a reservation about to be given back), in 2 MiB pieces; `None` without a limit.
+fn address_room(ours: usize) -> Option<usize> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -739,7 +752,7 @@ fn reserve_within_address_limit(default: usize) -> usize {
     if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
         || lim.rlim_cur == libc::RLIM_INFINITY
     {
-        return default;
+        return None;
     }
     let mapped = std::fs::read_to_string("/proc/self/statm")
         .ok()
@@ -747,10 +760,37 @@ fn reserve_within_address_limit(default: usize) -> usize {
         .map_or(0, |pages| pages * 4096);
     let room = usize::try_from(lim.rlim_cur)
         .unwrap_or(usize::MAX)
-        .saturating_sub(mapped)
+        .saturating_sub(mapped.saturating_sub(ours))
         / 2;
-    // Whole 64 MiB pieces (the smallest arena handed to mimalloc below).
-    default.min(room & !((64 << 20) - 1))
+    Some(room & !((2 << 20) - 1))
+}
+
+/// The program set its address-space limit (`ulimit -v` in a shell, `setrlimit(RLIMIT_AS)`):
+/// the heap reservation's tail that no arena has taken yet is given back down to half the room
+/// the new limit leaves, as at a start under that limit. A shell whose 16 GiB reservation was
+/// made before its `ulimit -v 2000000` had every later mapping refused: its pager could not
+/// make its cache ("nothing is paged out") and the shell could map nothing more.
+pub(crate) fn fit_heap_to_address_limit() {
+    if !READY.load(Acquire) {
+        return;
+    }
+    while HEAP_GROWING
+        .compare_exchange(false, true, Acquire, Relaxed)
+        .is_err()
+    {
+        // SAFETY: no arguments.
+        unsafe { libc::sched_yield() };
+    }
+    let (end, hi) = (HEAP_ARENAS_END.load(Relaxed), HEAP_HI.load(Relaxed));
+    let unused = hi - end;
+    if let Some(room) = address_room(unused) {
+        let new_hi = end + room.min(unused);
+        // SAFETY: the reservation's tail beyond the arenas: never handed out, nothing in it.
+        if new_hi < hi && unsafe { uzswap_pager::hooks::munmap(new_hi, hi - new_hi) } == 0 {
+            HEAP_HI.store(new_hi, Relaxed);
+        }
+    }
+    HEAP_GROWING.store(false, Release);
 }
 
 /// Records the executable segments of libc and the dynamic loader.

@@ -1330,6 +1330,12 @@ impl Arena {
     }
 }
 
+/// Frames a new arena may reserve under the process's address-space limit (RLIMIT_AS): half
+/// of what the limit leaves; `None` without a limit.
+pub(crate) fn address_room_frames() -> Option<usize> {
+    sys::address_room().map(|b| b / PAGE_SIZE)
+}
+
 /// The prefault thread: faults in the queued chunks one at a time, with no lock held while it
 /// does. It writes one byte per page, so it must only ever touch chunks no zspage uses: the
 /// arena never hands out the chunk it is busy with (`open_chunk`), waits for it before giving
@@ -1393,6 +1399,28 @@ mod sys {
 
     fn errno() -> i32 {
         std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+    }
+
+    /// Half the address space RLIMIT_AS leaves (bytes), `None` without a limit: a
+    /// reservation counts against that limit although it costs no memory, so a pool takes at
+    /// most half of what is left and the process's own mappings keep the rest.
+    pub(super) fn address_room() -> Option<usize> {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: a valid out-parameter.
+        if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
+            || lim.rlim_cur == libc::RLIM_INFINITY
+        {
+            return None;
+        }
+        let mapped = std::fs::read_to_string("/proc/self/statm")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<usize>().ok())
+            .map_or(0, |pages| pages * crate::PAGE_SIZE);
+        let limit = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
+        Some(limit.saturating_sub(mapped) / 2)
     }
 
     /// MAP_NORESERVE is honoured: the kernel's overcommit mode is not 2 (strict).
@@ -1520,6 +1548,11 @@ mod sys {
 
     fn layout(len: usize) -> Layout {
         Layout::from_size_align(len, PAGE_SIZE).expect("arena layout")
+    }
+
+    /// No address-space limit under Miri.
+    pub(super) fn address_room() -> Option<usize> {
+        None
     }
 
     /// The heap stand-in is always read-write.

@@ -149,6 +149,11 @@ impl Pool {
     ) -> Result<Pool, Error> {
         let table = ClassTable::new(&cfg)?;
         let mut frames = frames.min(MAX_FRAMES);
+        // Under an address-space limit, at most half of what it leaves (the largest power of
+        // two that fitted took nearly all of it, and the process could map nothing more).
+        if let Some(room) = crate::arena::address_room_frames() {
+            frames = frames.min(room.max(MIN_RESERVE_FRAMES));
+        }
         let arena = loop {
             match Arena::with_policy(frames, policy) {
                 Ok(a) => break a,
