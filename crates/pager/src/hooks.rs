@@ -299,6 +299,14 @@ pub fn before_seccomp() {
     }
 }
 
+/// This process's malloc heap stays unmanaged (said on stderr by the caller): counted for the
+/// report.
+pub fn count_heap_unmanaged() {
+    if let Some(s) = crate::tree_segment() {
+        s.heaps_unmanaged.fetch_add(1, Relaxed);
+    }
+}
+
 /// Does `prctl(op, ...)` change credentials that only the calling thread holds and that
 /// decide whether a later `setuid`-family call succeeds there? (`PR_SET_KEEPCAPS`,
 /// `PR_SET_SECUREBITS`: see [`around_thread_credentials`].)
@@ -321,6 +329,18 @@ pub fn syscall_changes_thread_credentials(nr: i64, a1: i64) -> bool {
             | libc::SYS_setresgid
             | libc::SYS_setgroups
     ) || (nr == libc::SYS_prctl && i32::try_from(a1).is_ok_and(prctl_changes_thread_credentials))
+}
+
+/// Does `unshare(flags)` (`setns` with `setns_type`: a namespace type, 0 for any) need a
+/// process of one thread? Entering or making a user namespace does (EINVAL otherwise), and it
+/// gives the caller new credentials: see [`around_thread_credentials`]. `unshare -U` failed
+/// under the pager, whose reclaim thread made every process multithreaded.
+pub fn namespace_call_needs_one_thread(unshare_flags: i64, setns_type: Option<i64>) -> bool {
+    let user = i64::from(libc::CLONE_NEWUSER);
+    match setns_type {
+        Some(t) => t == 0 || t == user,
+        None => unshare_flags & user != 0,
+    }
 }
 
 /// Makes `call`, which changes credentials of the calling thread only, with the pager's own

@@ -175,6 +175,11 @@ pub struct Segment {
     /// program the tree started as another user): what they write back fails, and those
     /// pages stay in memory.
     pub swap_dir_denied: AtomicU64,
+    /// Processes whose malloc heap stayed unmanaged (its reservation refused, by an address
+    /// space or data limit for one): their heap is outside the budget.
+    pub heaps_unmanaged: AtomicU64,
+    /// Processes that could not make their cache: nothing of theirs is paged out.
+    pub caches_failed: AtomicU64,
     /// Pages the `mlock` wrappers pinned (each page once per lock: a page locked again while
     /// locked is not counted again).
     pub mlocked_pages: AtomicU64,

@@ -421,7 +421,7 @@ macro_rules! rlimit_wrap {
                 f(r, l)
             };
             drop(p);
-            if ret == 0 && r as u32 == libc::RLIMIT_AS {
+            if ret == 0 && (r as u32 == libc::RLIMIT_AS || r as u32 == libc::RLIMIT_DATA) {
                 crate::fit_heap_to_address_limit();
             }
             ret
@@ -456,7 +456,8 @@ macro_rules! rlimit_wrap {
             drop(p);
             // SAFETY: getpid has no preconditions.
             let mine = pid == 0 || pid == unsafe { libc::getpid() };
-            if ret == 0 && !new.is_null() && mine && r as u32 == libc::RLIMIT_AS {
+            let sized = r as u32 == libc::RLIMIT_AS || r as u32 == libc::RLIMIT_DATA;
+            if ret == 0 && !new.is_null() && mine && sized {
                 crate::fit_heap_to_address_limit();
             }
             ret
@@ -467,6 +468,43 @@ rlimit_wrap!(setrlimit);
 rlimit_wrap!(setrlimit64);
 rlimit_wrap!(prlimit, pid);
 rlimit_wrap!(prlimit64, pid);
+
+/// `unshare`: with `CLONE_NEWUSER` the process must have one thread, so the pager's threads
+/// are stopped around the call (and started again in the new namespace).
+///
+/// # Safety
+/// As `unshare(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn unshare(flags: c_int) -> c_int {
+    static S: NextSym = NextSym::new(c"unshare");
+    // SAFETY: libc's unshare.
+    let call = || unsafe {
+        let f: unsafe extern "C" fn(c_int) -> c_int = std::mem::transmute(S.get());
+        f(flags)
+    };
+    if uzswap_pager::hooks::namespace_call_needs_one_thread(flags.into(), None) {
+        return uzswap_pager::hooks::around_thread_credentials(call);
+    }
+    call()
+}
+
+/// `setns`: entering a user namespace needs a process of one thread (see `unshare`).
+///
+/// # Safety
+/// As `setns(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn setns(fd: c_int, nstype: c_int) -> c_int {
+    static S: NextSym = NextSym::new(c"setns");
+    // SAFETY: libc's setns.
+    let call = || unsafe {
+        let f: unsafe extern "C" fn(c_int, c_int) -> c_int = std::mem::transmute(S.get());
+        f(fd, nstype)
+    };
+    if uzswap_pager::hooks::namespace_call_needs_one_thread(0, Some(nstype.into())) {
+        return uzswap_pager::hooks::around_thread_credentials(call);
+    }
+    call()
+}
 
 // ---------------------------------------------------------------- ioctl, fcntl, prctl (variadic)
 

@@ -498,6 +498,7 @@ fn setup_heap() {
         Ok(a) => a,
         Err(_) => {
             sys::raw_stderr(b"uzswap: cannot reserve the heap arena; malloc stays unmanaged\n");
+            uzswap_pager::hooks::count_heap_unmanaged();
             return;
         }
     };
@@ -542,6 +543,7 @@ fn setup_heap() {
         let len = FIRST_ARENA.min(size);
         if len < MIN_ARENA || !add_arena(base, len) {
             sys::raw_stderr(b"uzswap: mimalloc refused the arena; malloc stays unmanaged\n");
+            uzswap_pager::hooks::count_heap_unmanaged();
             return;
         }
         HEAP_ARENAS_END.store(base + len, Relaxed);
@@ -741,31 +743,41 @@ fn reserve_within_address_limit(default: usize) -> usize {
     address_room(0).map_or(default, |room| default.min(room))
 }
 
-/// Half the address space left under RLIMIT_AS, counting `ours` bytes of what is mapped as
-/// free (a reservation about to be given back), in 2 MiB pieces; `None` without a limit.
+/// Half the room left under RLIMIT_AS (all mappings) and RLIMIT_DATA (private writable ones,
+/// which the reservation is too), counting `ours` bytes of what is mapped as free (a
+/// reservation about to be given back), in 2 MiB pieces; `None` without either limit.
 fn address_room(ours: usize) -> Option<usize> {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next()?.parse::<usize>().ok())
+            .map_or(0, |k| k << 10)
     };
-    // SAFETY: a valid out-parameter.
-    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
-        || lim.rlim_cur == libc::RLIM_INFINITY
-    {
-        return None;
-    }
-    let mapped = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<usize>().ok())
-        .map_or(0, |pages| pages * 4096);
-    let room = usize::try_from(lim.rlim_cur)
-        .unwrap_or(usize::MAX)
-        .saturating_sub(mapped.saturating_sub(ours))
-        / 2;
+    let room = [
+        (libc::RLIMIT_AS, kib("VmSize:")),
+        (libc::RLIMIT_DATA, kib("VmData:")),
+    ]
+    .into_iter()
+    .filter_map(|(res, used)| {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: a valid out-parameter.
+        if unsafe { libc::getrlimit(res, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
+            return None;
+        }
+        let limit = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
+        Some(limit.saturating_sub(used.saturating_sub(ours)) / 2)
+    })
+    .min()?;
     Some(room & !((2 << 20) - 1))
 }
 
-/// The program set its address-space limit (`ulimit -v` in a shell, `setrlimit(RLIMIT_AS)`):
+/// The program set its address-space or data limit (`ulimit -v` or `-d` in a shell,
+/// `setrlimit(RLIMIT_AS)`, `RLIMIT_DATA`):
 /// the heap reservation's tail that no arena has taken yet is given back down to half the room
 /// the new limit leaves, as at a start under that limit. A shell whose 16 GiB reservation was
 /// made before its `ulimit -v 2000000` had every later mapping refused: its pager could not
@@ -1764,6 +1776,12 @@ pub unsafe extern "C" fn syscall(
     if nr == libc::SYS_seccomp && (a1 == 0 || a1 == 1) {
         // SECCOMP_SET_MODE_STRICT or _FILTER (libseccomp's `seccomp_load`).
         hooks::before_seccomp();
+    }
+    let one_thread = (nr == libc::SYS_unshare && hooks::namespace_call_needs_one_thread(a1, None))
+        || (nr == libc::SYS_setns && hooks::namespace_call_needs_one_thread(0, Some(a2)));
+    if one_thread {
+        // SAFETY: libc's `syscall`, given every argument register.
+        return hooks::around_thread_credentials(|| unsafe { real(nr, a1, a2, a3, a4, a5, a6) });
     }
     if hooks::syscall_changes_thread_credentials(nr, a1) {
         // The calling thread's credentials alone: the pager's threads follow them.

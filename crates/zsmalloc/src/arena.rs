@@ -1401,26 +1401,38 @@ mod sys {
         std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
     }
 
-    /// Half the address space RLIMIT_AS leaves (bytes), `None` without a limit: a
-    /// reservation counts against that limit although it costs no memory, so a pool takes at
-    /// most half of what is left and the process's own mappings keep the rest.
+    /// Half the room RLIMIT_AS and RLIMIT_DATA leave (bytes), `None` without either: a
+    /// reservation counts against both although it costs no memory, so a pool takes at most
+    /// half of what is left and the process's own mappings keep the rest.
     pub(super) fn address_room() -> Option<usize> {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let kib = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .and_then(|v| v.split_whitespace().next()?.parse::<usize>().ok())
+                .map_or(0, |k| k << 10)
         };
-        // SAFETY: a valid out-parameter.
-        if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) } != 0
-            || lim.rlim_cur == libc::RLIM_INFINITY
-        {
-            return None;
-        }
-        let mapped = std::fs::read_to_string("/proc/self/statm")
-            .ok()
-            .and_then(|s| s.split_whitespace().next()?.parse::<usize>().ok())
-            .map_or(0, |pages| pages * crate::PAGE_SIZE);
-        let limit = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
-        Some(limit.saturating_sub(mapped) / 2)
+        // RLIMIT_DATA counts private writable mappings: the reservation is one.
+        [
+            (libc::RLIMIT_AS, kib("VmSize:")),
+            (libc::RLIMIT_DATA, kib("VmData:")),
+        ]
+        .into_iter()
+        .filter_map(|(res, used)| {
+            let mut lim = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: a valid out-parameter.
+            if unsafe { libc::getrlimit(res, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY
+            {
+                return None;
+            }
+            let limit = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
+            Some(limit.saturating_sub(used) / 2)
+        })
+        .min()
     }
 
     /// MAP_NORESERVE is honoured: the kernel's overcommit mode is not 2 (strict).

@@ -657,6 +657,9 @@ fn run_inner(args: Args) -> Result<i32> {
     );
     report["swap_dir"] = swap_dir.display().to_string().into();
     report["processes_running_at_exit"] = running.into();
+    // (Beside the `json!` above, whose macro would pass its recursion limit.)
+    report["pager"]["heaps_unmanaged"] = shm.seg.heaps_unmanaged.load(Relaxed).into();
+    report["pager"]["caches_failed"] = shm.seg.caches_failed.load(Relaxed).into();
     // The limit every process's pool counts the whole tree's pools against.
     let limit = uzswap_pager::pager::cache_params(args.memory_max, covers_pool, Some(&params_env))
         .max_pool_pages();
@@ -856,6 +859,7 @@ fn build_report(
             "execs_unwrapped": l(&seg.execs_unwrapped),
             "io_uring_refused": l(&seg.io_uring_refused),
             "swap_dir_denied": l(&seg.swap_dir_denied),
+
             "cgroup_view_opens": l(&seg.cgroup_view_opens),
             "seccomp_detached": l(&seg.seccomp_detached),
             "mlocked_pages": l(&seg.mlocked_pages),
@@ -918,6 +922,21 @@ fn warnings(r: &serde_json::Value) -> Vec<String> {
         w.push(format!(
             "{writes} writes to the swap files in {dir} failed ({cause}); \
              those pages stayed in memory (--swap-dir chooses another directory)"
+        ));
+    }
+    let heaps = g(&r["pager"]["heaps_unmanaged"]);
+    if heaps > 0 {
+        w.push(format!(
+            "{heaps} process(es) kept their malloc heap unmanaged (its address-space reservation \
+             was refused, by an address-space or data limit for one): that memory was outside \
+             the budget"
+        ));
+    }
+    let caches = g(&r["pager"]["caches_failed"]);
+    if caches > 0 {
+        w.push(format!(
+            "{caches} process(es) could not make their compressed cache: nothing of theirs was \
+             paged out"
         ));
     }
     let denied = g(&r["pager"]["swap_dir_denied"]);
