@@ -5390,3 +5390,62 @@ int main(void) {
     let r = report(&rep);
     assert!(r["faults"]["count"].as_u64().unwrap() > 1000, "{r}");
 }
+
+/// A process of the tree in a pid namespace of its own (`unshare -p -f`) saw the tree's outer
+/// processes as dead (`kill(pid, 0)` fails there) and took their charges off while they ran:
+/// the tree ended with a negative charge. Slots now record their pid namespace, and only
+/// processes of the same one judge each other. Needs root (a pid namespace); skips otherwise.
+#[test]
+fn a_child_in_its_own_pid_namespace_leaves_the_books_balanced() {
+    if !uffd_ok() {
+        return;
+    }
+    ensure_preload();
+    let prog = compile(
+        "pid_namespace",
+        r#"
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static unsigned long long work(unsigned seed) {
+    size_t n = 24u << 20;
+    unsigned char *m = malloc(n);
+    unsigned x = seed;
+    for (size_t i = 0; i < n; i++) { if ((i & 4095) < 1024) { x = x * 1103515245 + 12345; m[i] = x >> 16; } else m[i] = (unsigned char)(i >> 12); }
+    unsigned long long sum = 0;
+    for (int k = 0; k < 3; k++) for (size_t i = 0; i < n; i += 8) sum += m[i] * (k + 1);
+    free(m);
+    return sum;
+}
+int main(void) {
+    unsigned long long mine = work(3); /* the parent's charge, in the outer namespace */
+    if (unshare(CLONE_NEWPID)) { perror("unshare"); return 2; }
+    pid_t c = fork();
+    if (c == 0) { printf("child %d: %llu\n", getpid(), work(5)); fflush(stdout); _exit(0); }
+    int st;
+    waitpid(c, &st, 0);
+    printf("parent: %llu %llu\n", mine, work(7));
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 3;
+}
+"#,
+        &[],
+    );
+    let plain = Command::new(&prog).output().unwrap();
+    if !plain.status.success() {
+        println!("SKIPPED: no pid namespace here: {plain:?}");
+        return;
+    }
+    let rep = workdir().join("report-pid-namespace.json");
+    let out = run_under("12M", &rep, &[prog.to_str().unwrap()]);
+    assert_same(&plain, &out);
+    let r = report(&rep);
+    assert_eq!(
+        r["budget"]["charged_at_exit_bytes"].as_i64(),
+        Some(0),
+        "{r}"
+    );
+    assert!(r["counters"]["zswpout"].as_u64().unwrap() > 1000, "{r}");
+}

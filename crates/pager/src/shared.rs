@@ -57,6 +57,9 @@ pub struct ProcSlot {
     /// parent's pid (the slot may have been taken by another process since).
     pub sharing_parent: AtomicU64,
     pub parent_pid: std::sync::atomic::AtomicI32,
+    /// The process's pid namespace (`own_pid_namespace`): its `pid` means something only to
+    /// processes of the same namespace.
+    pub pidns: AtomicU64,
     /// When its reclaim thread last went round its loop (`sys::now_ns`): a process whose
     /// thread has not for `RECLAIM_LIVE_NS` (stopped, or ended and not yet reaped) is not handed
     /// the tree's writeback.
@@ -202,6 +205,30 @@ pub struct Segment {
 
 pub const SEGMENT_BYTES: usize = std::mem::size_of::<Segment>().div_ceil(4096) * 4096;
 
+/// The calling process's pid namespace (the inode of `/proc/self/ns/pid`; 0 where it can't be
+/// read): pids of processes in different namespaces can't be compared or checked.
+pub fn own_pid_namespace() -> u64 {
+    // SAFETY: a zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let path = c"/proc/self/ns/pid";
+    // SAFETY: a NUL-terminated path and an out-parameter we own; a direct system call, never
+    // a wrapper of the preload library.
+    let r = unsafe {
+        crate::sys::direct_syscall(
+            libc::SYS_newfstatat,
+            [
+                libc::AT_FDCWD as usize,
+                path.as_ptr() as usize,
+                &mut st as *mut libc::stat as usize,
+                0,
+                0,
+                0,
+            ],
+        )
+    };
+    r.map_or(0, |_| st.st_ino)
+}
+
 /// Wakes every waiter on `word`, a word of the shared mapping (non-private: other processes).
 fn futex_wake(word: &AtomicU32) {
     // SAFETY: FUTEX_WAKE on a word we hold a reference to; no memory is written.
@@ -329,6 +356,7 @@ impl Segment {
             .iter()
             .position(|p| p.pid.compare_exchange(0, pid, Relaxed, Relaxed).is_ok())?;
         let p = &self.procs[i];
+        p.pidns.store(own_pid_namespace(), Relaxed);
         p.asked.store(0, Relaxed);
         p.no_donor_until.store(0, Relaxed);
         p.lru_oldest.store(NO_ENTRY, Relaxed);
@@ -425,8 +453,9 @@ impl Segment {
     /// `__execve`, which the preload library can't wrap). Returns how many there were.
     pub fn retire_stale(&self, pid: i32) -> u64 {
         let mut n = 0;
+        let ns = own_pid_namespace();
         for p in self.live_slots() {
-            if p.pid.load(Relaxed) == pid && self.take_off(p, pid) {
+            if p.pid.load(Relaxed) == pid && p.pidns.load(Relaxed) == ns && self.take_off(p, pid) {
                 n += 1;
             }
         }
@@ -437,10 +466,14 @@ impl Segment {
     }
 
     /// Takes processes that died without retiring off the totals (the charge in their slot).
+    /// Only those of the caller's pid namespace: from inside a child namespace (`unshare -p`)
+    /// the tree's outer processes do not exist, and their charges were taken off while they
+    /// ran (the tree ended with a negative charge).
     pub fn collect_dead(&self, me: i32) {
+        let ns = own_pid_namespace();
         for p in self.live_slots() {
             let pid = p.pid.load(Relaxed);
-            if pid == 0 || pid == me {
+            if pid == 0 || pid == me || p.pidns.load(Relaxed) != ns {
                 continue;
             }
             // SAFETY: signal 0 only checks that the process exists.
