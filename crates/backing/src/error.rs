@@ -144,6 +144,9 @@ pub enum HeaderError {
 impl Error {
     /// Maps an OS error to `NoSpace` or `Io`.
     pub(crate) fn from_io(op: Op, slot: Option<SwapSlot>, source: io::Error) -> Error {
+        if source.raw_os_error() == Some(libc::EFBIG) {
+            take_back_sigxfsz();
+        }
         match source.raw_os_error() {
             Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::NoSpace { op, slot },
             _ => Error::Io { op, slot, source },
@@ -159,6 +162,29 @@ impl Error {
                 | Error::ShortRead { .. }
                 | Error::Io { .. }
         )
+    }
+}
+
+/// A write past the process's file-size limit (RLIMIT_FSIZE, `ulimit -f`) fails with EFBIG,
+/// and the kernel sends the writing thread SIGXFSZ, whose default action ends the process. A
+/// swap file is not a file the program asked for: where the signal is blocked (`uzswap run`'s
+/// pager blocks every signal in its threads and its fault path) the pending signal is taken
+/// back here, so it is never delivered, and the error is reported as any I/O error. (A C
+/// program under `ulimit -f 1000` died of it, status 153, where it ran plainly.)
+#[allow(unsafe_code)]
+fn take_back_sigxfsz() {
+    #[cfg(not(miri))]
+    // SAFETY: a signal set and a zero timeout on our stack; sigtimedwait only takes a signal
+    // that is pending and blocked, so an unblocked thread loses nothing.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGXFSZ);
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        libc::sigtimedwait(&set, std::ptr::null_mut(), &zero);
     }
 }
 

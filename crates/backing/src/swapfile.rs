@@ -440,8 +440,16 @@ impl SwapFile {
     /// Sizes a new file for `slots` slots and writes its header.
     fn format(file: &File, area: u32, slots: u64) -> std::result::Result<(), (Op, io::Error)> {
         let (table_offset, data_offset) = Self::layout(slots);
-        file.set_len(data_offset + slots * PAGE_SIZE as u64)
-            .map_err(|e| (Op::Create, e))?;
+        // Under a file-size limit (`ulimit -f`, which binds this file too) the file is sized
+        // only up to it: beyond, each write fails on its own (EFBIG) and the slots below work.
+        // Sized whole, the file could not be made at all.
+        let limit = if cfg!(miri) {
+            None
+        } else {
+            rustix::process::getrlimit(rustix::process::Resource::Fsize).current
+        };
+        let len = (data_offset + slots * PAGE_SIZE as u64).min(limit.unwrap_or(u64::MAX));
+        file.set_len(len).map_err(|e| (Op::Create, e))?;
         file.write_all_at(&encode_header(area, slots, table_offset, data_offset), 0)
             .map_err(|e| (Op::Metadata, e))
     }

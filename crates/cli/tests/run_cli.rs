@@ -5449,3 +5449,45 @@ int main(void) {
     );
     assert!(r["counters"]["zswpout"].as_u64().unwrap() > 1000, "{r}");
 }
+
+/// Under a file-size limit (`ulimit -f`), which binds the swap files too, a write-back past
+/// it failed with EFBIG and the kernel's SIGXFSZ killed the program (status 153) where it ran
+/// plainly. The signal is taken back (the pager's threads and fault path block it), the file
+/// is sized only up to the limit, and the failed writes are counted and explained.
+#[test]
+fn a_file_size_limit_never_kills_the_program() {
+    if !uffd_ok() {
+        return;
+    }
+    ensure_preload();
+    let prog = compile(
+        "fsize_limit",
+        r#"
+#include <stdio.h>
+#include <stdlib.h>
+int main(void) {
+    size_t n = 48u << 20;
+    unsigned char *m = malloc(n);
+    unsigned x = 7;
+    for (size_t i = 0; i < n; i++) { if ((i & 4095) < 2048) { x = x * 1103515245 + 12345; m[i] = x >> 16; } else m[i] = (unsigned char)(i >> 12); }
+    unsigned long long s = 0;
+    for (int k = 0; k < 2; k++) for (size_t i = 0; i < n; i += 8) s += m[i] * (k + 1);
+    printf("%llu\n", s);
+    return 0;
+}
+"#,
+        &[],
+    );
+    let plain = Command::new(&prog).output().unwrap();
+    assert!(plain.status.success(), "{plain:?}");
+    let rep = workdir().join("report-fsize-limit.json");
+    let script = format!("ulimit -f 100000; exec {}", prog.display());
+    let out = run_under("12M", &rep, &["sh", "-c", &script]);
+    assert_same(&plain, &out);
+    let r = report(&rep);
+    assert_eq!(r["pager"]["fsize_limited"].as_u64(), Some(1), "{r}");
+    assert!(r["counters"]["zswpout"].as_u64().unwrap() > 1000, "{r}");
+    if r["counters"]["swap_write_errors"].as_u64().unwrap() > 0 {
+        assert!(r["warnings"].to_string().contains("ulimit -f"), "{r}");
+    }
+}

@@ -101,6 +101,17 @@ pub fn init() -> Result<&'static Pager, String> {
         p.reclaim_thread();
     }
     p.note_swap_dir_access();
+    let mut fsize = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid out-parameter.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut fsize) } == 0
+        && fsize.rlim_cur != libc::RLIM_INFINITY
+    {
+        seg.fsize_limited
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
     Ok(p)
 }
 

@@ -183,6 +183,9 @@ pub struct Segment {
     pub heaps_unmanaged: AtomicU64,
     /// Processes that could not make their cache: nothing of theirs is paged out.
     pub caches_failed: AtomicU64,
+    /// Processes started under a file-size limit (RLIMIT_FSIZE, `ulimit -f`), which binds
+    /// their swap files too: writes past it fail (and their SIGXFSZ is taken back).
+    pub fsize_limited: AtomicU64,
     /// Pages the `mlock` wrappers pinned (each page once per lock: a page locked again while
     /// locked is not counted again).
     pub mlocked_pages: AtomicU64,

@@ -660,6 +660,7 @@ fn run_inner(args: Args) -> Result<i32> {
     // (Beside the `json!` above, whose macro would pass its recursion limit.)
     report["pager"]["heaps_unmanaged"] = shm.seg.heaps_unmanaged.load(Relaxed).into();
     report["pager"]["caches_failed"] = shm.seg.caches_failed.load(Relaxed).into();
+    report["pager"]["fsize_limited"] = shm.seg.fsize_limited.load(Relaxed).into();
     // The limit every process's pool counts the whole tree's pools against.
     let limit = uzswap_pager::pager::cache_params(args.memory_max, covers_pool, Some(&params_env))
         .max_pool_pages();
@@ -914,7 +915,12 @@ fn warnings(r: &serde_json::Value) -> Vec<String> {
     let mut w = Vec::new();
     let (writes, no_space) = (g(&c["swap_write_errors"]), g(&c["swap_no_space_errors"]));
     if writes > 0 {
+        let fsize = g(&r["pager"]["fsize_limited"]);
         let cause = match no_space {
+            0 if fsize > 0 => format!(
+                "I/O errors; {fsize} process(es) ran under a file-size limit, ulimit -f, which \
+                 binds their swap files too"
+            ),
             0 => String::from("I/O errors"),
             n if n == writes => String::from("its file system is full"),
             n => format!("{n} of them because its file system is full"),
