@@ -580,3 +580,6 @@ pub unsafe fn break_cow(addr: usize) -> Result<(), i32> {
     }
     .map(|_| ())
 }
+
+/// Half the room RLIMIT_AS and RLIMIT_DATA leave (see `uzswap_zsmalloc::address_room`).
+pub use uzswap_zswap::address_room;

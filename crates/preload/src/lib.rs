@@ -744,36 +744,10 @@ fn reserve_within_address_limit(default: usize) -> usize {
 }
 
 /// Half the room left under RLIMIT_AS (all mappings) and RLIMIT_DATA (private writable ones,
-/// which the reservation is too), counting `ours` bytes of what is mapped as free (a
-/// reservation about to be given back), in 2 MiB pieces; `None` without either limit.
+/// which the reservation is too), counting `ours` bytes of what is mapped as free, in 2 MiB
+/// pieces; `None` without either limit.
 fn address_room(ours: usize) -> Option<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kib = |key: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(key))
-            .and_then(|v| v.split_whitespace().next()?.parse::<usize>().ok())
-            .map_or(0, |k| k << 10)
-    };
-    let room = [
-        (libc::RLIMIT_AS, kib("VmSize:")),
-        (libc::RLIMIT_DATA, kib("VmData:")),
-    ]
-    .into_iter()
-    .filter_map(|(res, used)| {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: a valid out-parameter.
-        if unsafe { libc::getrlimit(res, &mut lim) } != 0 || lim.rlim_cur == libc::RLIM_INFINITY {
-            return None;
-        }
-        let limit = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
-        Some(limit.saturating_sub(used.saturating_sub(ours)) / 2)
-    })
-    .min()?;
-    Some(room & !((2 << 20) - 1))
+    sys::address_room(ours).map(|room| room & !((2 << 20) - 1))
 }
 
 /// The program set its address-space or data limit (`ulimit -v` or `-d` in a shell,

@@ -1333,7 +1333,16 @@ impl Arena {
 /// Frames a new arena may reserve under the process's address-space limit (RLIMIT_AS): half
 /// of what the limit leaves; `None` without a limit.
 pub(crate) fn address_room_frames() -> Option<usize> {
-    sys::address_room().map(|b| b / PAGE_SIZE)
+    sys::address_room(0).map(|b| b / PAGE_SIZE)
+}
+
+/// Half the room the process's address-space and data limits (RLIMIT_AS, RLIMIT_DATA) leave,
+/// in bytes, counting `ours` bytes of what is mapped now as free (a reservation about to be
+/// given back); `None` without either limit. A reservation costs no memory but counts against
+/// both, so one sized by this leaves the process's own mappings the other half (what this
+/// crate's pools do, and `uzswap run`'s heap).
+pub fn address_room(ours: usize) -> Option<usize> {
+    sys::address_room(ours)
 }
 
 /// The prefault thread: faults in the queued chunks one at a time, with no lock held while it
@@ -1404,7 +1413,7 @@ mod sys {
     /// Half the room RLIMIT_AS and RLIMIT_DATA leave (bytes), `None` without either: a
     /// reservation counts against both although it costs no memory, so a pool takes at most
     /// half of what is left and the process's own mappings keep the rest.
-    pub(super) fn address_room() -> Option<usize> {
+    pub(super) fn address_room(ours: usize) -> Option<usize> {
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         let kib = |key: &str| {
             status
@@ -1430,7 +1439,7 @@ mod sys {
                 return None;
             }
             let limit = usize::try_from(lim.rlim_cur).unwrap_or(usize::MAX);
-            Some(limit.saturating_sub(used) / 2)
+            Some(limit.saturating_sub(used.saturating_sub(ours)) / 2)
         })
         .min()
     }
@@ -1563,7 +1572,7 @@ mod sys {
     }
 
     /// No address-space limit under Miri.
-    pub(super) fn address_room() -> Option<usize> {
+    pub(super) fn address_room(_ours: usize) -> Option<usize> {
         None
     }
 

@@ -76,6 +76,7 @@ mod sync;
 mod zspage;
 
 pub use access::{ObjHint, ObjRef};
+pub use arena::address_room;
 pub use arena::{
     thread_cpu_ns, MemoryPolicy, DEFAULT_FREE_PAGE_DECAY_MS, DEFAULT_MAX_CACHED_PAGES,
 };

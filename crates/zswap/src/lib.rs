@@ -136,7 +136,7 @@ pub use uzswap_backing::{BackingStore, MemStore, SwapFile, SwapSlot};
 pub use uzswap_compress::Algorithm;
 /// Page size of the cache (re-exported from `uzswap-types`).
 pub use uzswap_types::PAGE_SIZE;
-pub use uzswap_zsmalloc::ChainRule;
+pub use uzswap_zsmalloc::{address_room, ChainRule};
 
 /// Swap areas a cache can hold (the kernel's MAX_SWAPFILES is about 32).
 pub const MAX_AREAS: usize = 32;

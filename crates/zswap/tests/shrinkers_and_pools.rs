@@ -92,6 +92,31 @@ fn pool_limit_hysteresis_rejects_until_the_accept_threshold() {
     );
 }
 
+/// Stores pages into slots 0, 1, ... until the pool passes `pages`, then one more (the store
+/// that notices the level); returns the last slot stored.
+fn fill_past(z: &uzswap_zswap::Zswap, pages: u64) -> u64 {
+    let mut i = 0;
+    while z.pool_total_pages() <= pages {
+        assert_eq!(
+            z.store(slot(i), &structured_page(i), CgroupId::ROOT),
+            StoreOutcome::Stored
+        );
+        i += 1;
+    }
+    z.store(slot(i), &structured_page(i), CgroupId::ROOT);
+    i
+}
+
+/// Every page of slots `0..=last` reads back, from the pool or the swap file.
+fn assert_all_read_back(z: &uzswap_zswap::Zswap, last: u64) {
+    let mut buf = vec![0u8; PAGE_SIZE];
+    for j in 0..=last {
+        let o = z.load(slot(j), &mut buf, false).unwrap();
+        assert_ne!(o, LoadOutcome::Absent);
+        assert_eq!(buf, structured_page(j));
+    }
+}
+
 #[test]
 fn proactive_shrinking_starts_at_accept_threshold_plus_one_percent() {
     for proactive in [false, true] {
@@ -105,17 +130,9 @@ fn proactive_shrinking_starts_at_accept_threshold_plus_one_percent() {
         let p = z.params();
         let start = p.proactive_start_pages();
         assert_eq!(start, 204 * 91 / 100);
-        // Grow the pool just past accept + 1%.
-        let mut i = 0;
-        while z.pool_total_pages() <= start {
-            assert_eq!(
-                z.store(slot(i), &structured_page(i), CgroupId::ROOT),
-                StoreOutcome::Stored
-            );
-            i += 1;
-        }
-        // One more store notices the level and kicks the worker (proactive) or not (kernel).
-        z.store(slot(i), &structured_page(i), CgroupId::ROOT);
+        // Grow the pool just past accept + 1%; one more store notices the level and kicks
+        // the worker (proactive) or not (kernel).
+        let i = fill_past(&z, start);
         assert!(z.wait_shrink_idle(Duration::from_secs(20)));
         let c = z.counters();
         if proactive {
@@ -130,12 +147,7 @@ fn proactive_shrinking_starts_at_accept_threshold_plus_one_percent() {
         assert_eq!(c.pool_limit_hit, 0);
         assert_eq!(c.reject_pool_limit, 0);
         // Every page is still readable, from the pool or the swap file.
-        let mut buf = vec![0u8; PAGE_SIZE];
-        for j in 0..=i {
-            let o = z.load(slot(j), &mut buf, false).unwrap();
-            assert_ne!(o, LoadOutcome::Absent);
-            assert_eq!(buf, structured_page(j));
-        }
+        assert_all_read_back(&z, i);
     }
 }
 
@@ -686,16 +698,7 @@ fn parked_threads_leave_the_cache_working_and_queued_work_waits_for_unpark() {
     );
     z.park_threads();
     z.park_threads(); // nothing left to stop: a no-op
-    let start = z.params().proactive_start_pages();
-    let mut i = 0;
-    while z.pool_total_pages() <= start {
-        assert_eq!(
-            z.store(slot(i), &structured_page(i), CgroupId::ROOT),
-            StoreOutcome::Stored
-        );
-        i += 1;
-    }
-    z.store(slot(i), &structured_page(i), CgroupId::ROOT);
+    let i = fill_past(&z, z.params().proactive_start_pages());
     std::thread::sleep(Duration::from_millis(50));
     assert_eq!(z.counters().written_back_pages, 0, "no worker while parked");
     z.unpark_threads().unwrap();
@@ -705,10 +708,5 @@ fn parked_threads_leave_the_cache_working_and_queued_work_waits_for_unpark() {
         "the new worker wrote back"
     );
     assert!(z.pool_total_pages() <= z.params().accept_threshold_pages());
-    let mut buf = vec![0u8; PAGE_SIZE];
-    for j in 0..=i {
-        let o = z.load(slot(j), &mut buf, false).unwrap();
-        assert_ne!(o, LoadOutcome::Absent);
-        assert_eq!(buf, structured_page(j));
-    }
+    assert_all_read_back(&z, i);
 }
