@@ -2298,6 +2298,9 @@ impl Pager {
     /// capabilities with the new uid, its `setresgid` failed, and the program died with
     /// SIGABRT before it could exec anything.
     ///
+    /// The same for `unshare(CLONE_NEWUSER)` and `setns` into a user namespace, which need a
+    /// process of one thread (EINVAL otherwise) and give the caller new credentials.
+    ///
     /// The program's faults are served meanwhile (on its own threads, as always); only
     /// background reclaim and pool prefaulting wait.
     pub fn park_threads(&self) {
@@ -2311,8 +2314,9 @@ impl Pager {
         let h = self.reclaim_join.swap(std::ptr::null_mut(), AcqRel);
         if !h.is_null() {
             self.reclaim_stop.store(true, Release);
-            self.seg.request_reclaim(); // out of its wait now
-                                        // SAFETY: a pointer from `Box::into_raw` in `reclaim_thread`, taken out once.
+            // Out of its wait now.
+            self.seg.request_reclaim();
+            // SAFETY: a pointer from `Box::into_raw` in `reclaim_thread`, taken out once.
             let h = unsafe { Box::from_raw(h) };
             let _ = h.join();
             self.reclaim_stop.store(false, Release);
