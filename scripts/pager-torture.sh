@@ -5,7 +5,8 @@
 # Usage: scripts/pager-torture.sh [FRAC ...]   (budget = plain peak RSS / FRAC; default 3 6)
 # Environment: UZSWAP (binary, default target/release/uzswap), PROGSET (1: the first ten
 # programs, the default; 2: ten more, among them git, make and jq; 3: seven more, among them
-# sockets, pipes to child processes, Node's thread pool, g++ and a cargo build; all),
+# sockets, pipes to child processes, Node's thread pool, g++ and a cargo build, and as root a
+# PostgreSQL server with its client; all),
 # ONLY="prog ..." and CONF_ONLY="c0 ..." to run a subset, WORK (scratch directory, default a
 # new temporary one), TIMEOUT (seconds per run, default 900). Prints one line per run; exits 1 if any run differs.
 # Touches no kernel setting: every run is user space (the swap files go to WORK).
