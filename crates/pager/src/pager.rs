@@ -2275,11 +2275,18 @@ impl Pager {
                     self.seg.note_peak();
                 }
             });
-        if let Ok(h) = spawned {
-            let old = self.reclaim_join.swap(Box::into_raw(Box::new(h)), AcqRel);
-            if !old.is_null() {
-                // SAFETY: a pointer from `Box::into_raw` above, taken out of the field once.
-                drop(unsafe { Box::from_raw(old) }); // detaches it
+        match spawned {
+            Ok(h) => {
+                let old = self.reclaim_join.swap(Box::into_raw(Box::new(h)), AcqRel);
+                if !old.is_null() {
+                    // SAFETY: a pointer from `Box::into_raw` above, taken out of the field once.
+                    drop(unsafe { Box::from_raw(old) }); // detaches it
+                }
+            }
+            // Refused (EAGAIN: the user's process limit counts threads): the process goes
+            // without background reclaim, its own faults reclaiming for it; counted.
+            Err(_) => {
+                self.seg.threads_refused.fetch_add(1, Relaxed);
             }
         }
     }
@@ -2417,6 +2424,7 @@ impl Pager {
             return;
         };
         if let Err(e) = z.service_shrink_worker() {
+            self.seg.threads_refused.fetch_add(1, Relaxed);
             static SAID: AtomicBool = AtomicBool::new(false);
             if !SAID.swap(true, Relaxed) {
                 sys::raw_stderr(format!("uzswap: the cache's shrink worker: {e}\n").as_bytes());

@@ -186,6 +186,9 @@ pub struct Segment {
     /// Processes started under a file-size limit (RLIMIT_FSIZE, `ulimit -f`), which binds
     /// their swap files too: writes past it fail (and their SIGXFSZ is taken back).
     pub fsize_limited: AtomicU64,
+    /// Threads of the pager the kernel refused to start (the reclaim thread, a shrink
+    /// worker): they count against the user's process limit (RLIMIT_NPROC, `ulimit -u`).
+    pub threads_refused: AtomicU64,
     /// Pages the `mlock` wrappers pinned (each page once per lock: a page locked again while
     /// locked is not counted again).
     pub mlocked_pages: AtomicU64,

@@ -661,6 +661,7 @@ fn run_inner(args: Args) -> Result<i32> {
     report["pager"]["heaps_unmanaged"] = shm.seg.heaps_unmanaged.load(Relaxed).into();
     report["pager"]["caches_failed"] = shm.seg.caches_failed.load(Relaxed).into();
     report["pager"]["fsize_limited"] = shm.seg.fsize_limited.load(Relaxed).into();
+    report["pager"]["threads_refused"] = shm.seg.threads_refused.load(Relaxed).into();
     // The limit every process's pool counts the whole tree's pools against.
     let limit = uzswap_pager::pager::cache_params(args.memory_max, covers_pool, Some(&params_env))
         .max_pool_pages();
@@ -943,6 +944,14 @@ fn warnings(r: &serde_json::Value) -> Vec<String> {
         w.push(format!(
             "{caches} process(es) could not make their compressed cache: nothing of theirs was \
              paged out"
+        ));
+    }
+    let refused = g(&r["pager"]["threads_refused"]);
+    if refused > 0 {
+        w.push(format!(
+            "{refused} times the kernel refused to start a thread of the pager (each process \
+             runs up to three, which count against the user's process limit, ulimit -u): \
+             those processes went without background reclaim"
         ));
     }
     let denied = g(&r["pager"]["swap_dir_denied"]);
