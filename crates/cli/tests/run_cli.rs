@@ -5491,3 +5491,52 @@ int main(void) {
         assert!(r["warnings"].to_string().contains("ulimit -f"), "{r}");
     }
 }
+
+/// The pager's threads count against the user's process limit (`ulimit -u`): a program whose
+/// limit leaves no room for them runs without them (its faults reclaim for it), with the same
+/// output, and the refusals are counted and said. Needs root (to run as another user, for
+/// whom the limit holds); skips otherwise.
+#[test]
+fn threads_the_process_limit_refuses_are_counted_and_the_program_runs() {
+    if !uffd_ok() {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--help").output().is_err() {
+        println!("SKIPPED: needs root and setpriv (the limit does not bind root)");
+        return;
+    }
+    ensure_preload();
+    let prog = compile(
+        "nproc_limit",
+        r#"
+#include <stdio.h>
+#include <stdlib.h>
+int main(void) {
+    size_t n = 32u << 20;
+    unsigned char *m = malloc(n);
+    unsigned x = 5;
+    for (size_t i = 0; i < n; i++) { if ((i & 4095) < 2048) { x = x * 1103515245 + 12345; m[i] = x >> 16; } else m[i] = (unsigned char)(i >> 12); }
+    unsigned long long s = 0;
+    for (int k = 0; k < 2; k++) for (size_t i = 0; i < n; i += 8) s += m[i] * (k + 1);
+    printf("%llu\n", s);
+    return 0;
+}
+"#,
+        &[],
+    );
+    // A uid of its own: the limit counts every process of the user, machine-wide.
+    let script = format!(
+        "ulimit -u 1; exec setpriv --reuid 65531 --regid 65531 --clear-groups {}",
+        prog.display()
+    );
+    let plain = Command::new("bash").args(["-c", &script]).output().unwrap();
+    assert!(plain.status.success(), "{plain:?}");
+    let rep = workdir().join("report-nproc-limit.json");
+    let out = run_under("12M", &rep, &["bash", "-c", &script]);
+    assert_same(&plain, &out);
+    let r = report(&rep);
+    assert!(r["pager"]["threads_refused"].as_u64().unwrap() >= 1, "{r}");
+    assert!(r["counters"]["zswpout"].as_u64().unwrap() > 1000, "{r}");
+    assert!(r["warnings"].to_string().contains("ulimit -u"), "{r}");
+}
