@@ -5450,6 +5450,33 @@ int main(void) {
     assert!(r["counters"]["zswpout"].as_u64().unwrap() > 1000, "{r}");
 }
 
+/// A C program that fills ARGV[1] MiB of heap (half of each page random from seed ARGV[2],
+/// half a page-number pattern), reads it back twice and prints a checksum, compiled once.
+fn fill_and_sum() -> PathBuf {
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| {
+        compile(
+            "fill_and_sum",
+            r#"
+#include <stdio.h>
+#include <stdlib.h>
+int main(int argc, char **argv) {
+    size_t n = (size_t)atoi(argv[1]) << 20;
+    unsigned char *m = malloc(n);
+    unsigned x = (unsigned)atoi(argv[2]);
+    for (size_t i = 0; i < n; i++) { if ((i & 4095) < 2048) { x = x * 1103515245 + 12345; m[i] = x >> 16; } else m[i] = (unsigned char)(i >> 12); }
+    unsigned long long s = 0;
+    for (int k = 0; k < 2; k++) for (size_t i = 0; i < n; i += 8) s += m[i] * (k + 1);
+    printf("%llu\n", s);
+    return 0;
+}
+"#,
+            &[],
+        )
+    })
+    .clone()
+}
+
 /// Under a file-size limit (`ulimit -f`), which binds the swap files too, a write-back past
 /// it failed with EFBIG and the kernel's SIGXFSZ killed the program (status 153) where it ran
 /// plainly. The signal is taken back (the pager's threads and fault path block it), the file
@@ -5460,28 +5487,11 @@ fn a_file_size_limit_never_kills_the_program() {
         return;
     }
     ensure_preload();
-    let prog = compile(
-        "fsize_limit",
-        r#"
-#include <stdio.h>
-#include <stdlib.h>
-int main(void) {
-    size_t n = 48u << 20;
-    unsigned char *m = malloc(n);
-    unsigned x = 7;
-    for (size_t i = 0; i < n; i++) { if ((i & 4095) < 2048) { x = x * 1103515245 + 12345; m[i] = x >> 16; } else m[i] = (unsigned char)(i >> 12); }
-    unsigned long long s = 0;
-    for (int k = 0; k < 2; k++) for (size_t i = 0; i < n; i += 8) s += m[i] * (k + 1);
-    printf("%llu\n", s);
-    return 0;
-}
-"#,
-        &[],
-    );
-    let plain = Command::new(&prog).output().unwrap();
+    let prog = fill_and_sum();
+    let plain = Command::new(&prog).args(["48", "7"]).output().unwrap();
     assert!(plain.status.success(), "{plain:?}");
     let rep = workdir().join("report-fsize-limit.json");
-    let script = format!("ulimit -f 100000; exec {}", prog.display());
+    let script = format!("ulimit -f 100000; exec {} 48 7", prog.display());
     let out = run_under("12M", &rep, &["sh", "-c", &script]);
     assert_same(&plain, &out);
     let r = report(&rep);
@@ -5507,27 +5517,10 @@ fn threads_the_process_limit_refuses_are_counted_and_the_program_runs() {
         return;
     }
     ensure_preload();
-    let prog = compile(
-        "nproc_limit",
-        r#"
-#include <stdio.h>
-#include <stdlib.h>
-int main(void) {
-    size_t n = 32u << 20;
-    unsigned char *m = malloc(n);
-    unsigned x = 5;
-    for (size_t i = 0; i < n; i++) { if ((i & 4095) < 2048) { x = x * 1103515245 + 12345; m[i] = x >> 16; } else m[i] = (unsigned char)(i >> 12); }
-    unsigned long long s = 0;
-    for (int k = 0; k < 2; k++) for (size_t i = 0; i < n; i += 8) s += m[i] * (k + 1);
-    printf("%llu\n", s);
-    return 0;
-}
-"#,
-        &[],
-    );
+    let prog = fill_and_sum();
     // A uid of its own: the limit counts every process of the user, machine-wide.
     let script = format!(
-        "ulimit -u 1; exec setpriv --reuid 65531 --regid 65531 --clear-groups {}",
+        "ulimit -u 1; exec setpriv --reuid 65531 --regid 65531 --clear-groups {} 32 5",
         prog.display()
     );
     let plain = Command::new("bash").args(["-c", &script]).output().unwrap();
