@@ -314,21 +314,26 @@ pub fn prctl_changes_thread_credentials(op: i32) -> bool {
     op == libc::PR_SET_KEEPCAPS || op == libc::PR_SET_SECUREBITS
 }
 
-/// Does the system call `nr` (first argument `a1`) change the calling thread's credentials
-/// alone? `capset` and those `prctl`s do anyway; the `setuid` family does when made with
-/// `syscall` (glibc's functions change every thread). See [`around_thread_credentials`].
-pub fn syscall_changes_thread_credentials(nr: i64, a1: i64) -> bool {
-    matches!(
-        nr,
-        libc::SYS_capset
-            | libc::SYS_setuid
-            | libc::SYS_setgid
-            | libc::SYS_setreuid
-            | libc::SYS_setregid
-            | libc::SYS_setresuid
-            | libc::SYS_setresgid
-            | libc::SYS_setgroups
-    ) || (nr == libc::SYS_prctl && i32::try_from(a1).is_ok_and(prctl_changes_thread_credentials))
+/// Does the system call `nr` (arguments `a1`, `a2`) need the pager's threads stopped around
+/// it ([`around_thread_credentials`])? Those that change the calling thread's credentials
+/// alone: `capset` and those `prctl`s anyway, the `setuid` family when made with `syscall`
+/// (glibc's functions change every thread); and `unshare`/`setns` into a user namespace
+/// ([`namespace_call_needs_one_thread`]).
+pub fn syscall_parks_threads(nr: i64, a1: i64, a2: i64) -> bool {
+    (nr == libc::SYS_unshare && namespace_call_needs_one_thread(a1, None))
+        || (nr == libc::SYS_setns && namespace_call_needs_one_thread(0, Some(a2)))
+        || matches!(
+            nr,
+            libc::SYS_capset
+                | libc::SYS_setuid
+                | libc::SYS_setgid
+                | libc::SYS_setreuid
+                | libc::SYS_setregid
+                | libc::SYS_setresuid
+                | libc::SYS_setresgid
+                | libc::SYS_setgroups
+        )
+        || (nr == libc::SYS_prctl && i32::try_from(a1).is_ok_and(prctl_changes_thread_credentials))
 }
 
 /// Does `unshare(flags)` (`setns` with `setns_type`: a namespace type, 0 for any) need a

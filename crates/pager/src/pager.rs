@@ -424,6 +424,8 @@ pub struct Pager {
     parked: AtomicU32,
     /// This process was counted in `swap_dir_denied`.
     swap_dir_denied: AtomicBool,
+    /// This process's pid namespace (`shared::own_pid_namespace`), read as it joins the tree.
+    pidns: AtomicU64,
     /// A staged batch exists, from its staging until the staging area is empty again (read
     /// without the reclaim mutex).
     staged: AtomicBool,
@@ -544,6 +546,7 @@ impl Pager {
             reclaim_stop: AtomicBool::new(false),
             parked: AtomicU32::new(0),
             swap_dir_denied: AtomicBool::new(false),
+            pidns: AtomicU64::new(0),
             staged: AtomicBool::new(false),
             staging_dirty: AtomicUsize::new(0),
             stage_slots: (0..SCRATCH_PAGES).map(|_| AtomicUsize::new(0)).collect(),
@@ -1776,9 +1779,12 @@ impl Pager {
     /// Claims this process's slot in the segment's process table.
     pub fn join_tree(&self) {
         let me = self.pid.load(Relaxed);
+        // Read here, where a fork child (perhaps in a new pid namespace) joins too.
+        let ns = crate::shared::own_pid_namespace();
+        self.pidns.store(ns, Relaxed);
         // An earlier image of this process that exec'd without retiring left its charge.
-        self.seg.retire_stale(me);
-        let slot = self.seg.claim_slot(me).unwrap_or(usize::MAX);
+        self.seg.retire_stale(me, ns);
+        let slot = self.seg.claim_slot(me, ns).unwrap_or(usize::MAX);
         self.proc_slot.store(slot, Relaxed);
         self.publish_charge();
     }
@@ -2264,7 +2270,7 @@ impl Pager {
                     self.note_cpu_activity();
                     self.publish_pool();
                     self.publish_charge();
-                    self.seg.collect_dead(me);
+                    self.seg.collect_dead(me, self.pidns.load(Relaxed));
                     self.donate();
                     self.shrink_tree_pool();
                     self.store_staged();

@@ -356,13 +356,13 @@ impl Segment {
 
     /// Claims a process slot for `pid` (None when all are taken: the process is then not
     /// collected if it dies unretired).
-    pub fn claim_slot(&self, pid: i32) -> Option<usize> {
+    pub fn claim_slot(&self, pid: i32, pidns: u64) -> Option<usize> {
         let i = self
             .procs
             .iter()
             .position(|p| p.pid.compare_exchange(0, pid, Relaxed, Relaxed).is_ok())?;
         let p = &self.procs[i];
-        p.pidns.store(own_pid_namespace(), Relaxed);
+        p.pidns.store(pidns, Relaxed);
         p.asked.store(0, Relaxed);
         p.no_donor_until.store(0, Relaxed);
         p.lru_oldest.store(NO_ENTRY, Relaxed);
@@ -457,9 +457,8 @@ impl Segment {
     /// that holds `pid` when its process starts the pager belongs to an image that exec'd
     /// without retiring (glibc's `execl` family and `posix_spawn` call the internal
     /// `__execve`, which the preload library can't wrap). Returns how many there were.
-    pub fn retire_stale(&self, pid: i32) -> u64 {
+    pub fn retire_stale(&self, pid: i32, ns: u64) -> u64 {
         let mut n = 0;
-        let ns = own_pid_namespace();
         for p in self.live_slots() {
             if p.pid.load(Relaxed) == pid && p.pidns.load(Relaxed) == ns && self.take_off(p, pid) {
                 n += 1;
@@ -472,11 +471,10 @@ impl Segment {
     }
 
     /// Takes processes that died without retiring off the totals (the charge in their slot).
-    /// Only those of the caller's pid namespace: from inside a child namespace (`unshare -p`)
-    /// the tree's outer processes do not exist, and their charges were taken off while they
-    /// ran (the tree ended with a negative charge).
-    pub fn collect_dead(&self, me: i32) {
-        let ns = own_pid_namespace();
+    /// Only those of the caller's pid namespace `ns` (`own_pid_namespace`): from inside a
+    /// child namespace (`unshare -p`) the tree's outer processes do not exist, and their
+    /// charges were taken off while they ran (the tree ended with a negative charge).
+    pub fn collect_dead(&self, me: i32, ns: u64) {
         for p in self.live_slots() {
             let pid = p.pid.load(Relaxed);
             if pid == 0 || pid == me || p.pidns.load(Relaxed) != ns {

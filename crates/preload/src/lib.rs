@@ -1751,13 +1751,7 @@ pub unsafe extern "C" fn syscall(
         // SECCOMP_SET_MODE_STRICT or _FILTER (libseccomp's `seccomp_load`).
         hooks::before_seccomp();
     }
-    let one_thread = (nr == libc::SYS_unshare && hooks::namespace_call_needs_one_thread(a1, None))
-        || (nr == libc::SYS_setns && hooks::namespace_call_needs_one_thread(0, Some(a2)));
-    if one_thread {
-        // SAFETY: libc's `syscall`, given every argument register.
-        return hooks::around_thread_credentials(|| unsafe { real(nr, a1, a2, a3, a4, a5, a6) });
-    }
-    if hooks::syscall_changes_thread_credentials(nr, a1) {
+    if hooks::syscall_parks_threads(nr, a1, a2) {
         // The calling thread's credentials alone: the pager's threads follow them.
         let mut p = Pinned::none();
         if nr == libc::SYS_capset {

@@ -828,9 +828,7 @@ impl Zswap {
             let mut h = self.worker.lock();
             if let Some(t) = h.take() {
                 let w = &self.inner.worker;
-                w.state.lock().stop = true;
-                w.cv.notify_all();
-                let _ = t.join();
+                w.stop_and_join(t);
                 w.state.lock().stop = false;
                 w.thread_up.store(false, Relaxed);
             }
@@ -918,13 +916,10 @@ impl Drop for Zswap {
         if let Some(p) = self.pressure.get_mut().take() {
             p.stop();
         }
-        {
-            let mut st = self.inner.worker.state.lock();
-            st.stop = true;
-            self.inner.worker.cv.notify_all();
-        }
-        if let Some(h) = self.worker.get_mut().take() {
-            let _ = h.join();
+        match self.worker.get_mut().take() {
+            Some(h) => self.inner.worker.stop_and_join(h),
+            // None started (on demand) or parked: none may start after this.
+            None => self.inner.worker.state.lock().stop = true,
         }
         self.inner.pools.forget_snapshot();
     }

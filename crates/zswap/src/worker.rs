@@ -46,6 +46,14 @@ pub(crate) struct WorkerCtl {
 }
 
 impl WorkerCtl {
+    /// Tells the worker thread `t` to stop and waits for it to end (what is running finishes
+    /// first). The stop stays asked for: a parked worker's caller clears it.
+    pub(crate) fn stop_and_join(&self, t: std::thread::JoinHandle<()>) {
+        self.state.lock().stop = true;
+        self.cv.notify_all();
+        let _ = t.join();
+    }
+
     pub(crate) fn new(wake: Option<fn()>, handoff: Option<fn()>) -> Self {
         WorkerCtl {
             handoff,

@@ -643,7 +643,8 @@ fn run_inner(args: Args) -> Result<i32> {
     // Processes of the tree that were killed (a `multiprocessing` pool terminates its workers)
     // never took their charge off; the survivors collect them as they go, and whatever is
     // left is collected here, the tree having ended.
-    shm.seg.collect_dead(0);
+    shm.seg
+        .collect_dead(0, uzswap_pager::shared::own_pid_namespace());
     let running = tree_processes_running();
     let mut report = build_report(
         shm.seg,
